@@ -1,0 +1,43 @@
+"""fsm_agent: streaming LLM requests run as an explicit, logged, replayable finite-state machine.
+
+    session = fsm_agent.Session(retries=2)
+    result = session.stream(openai.OpenAI(), {"model": "gpt-4.1", "messages": [...]},
+                            on_text=print)
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    EmptyStreamError,
+    FsmAgentError,
+    IncompleteStreamError,
+    MachineError,
+    ProviderStreamError,
+    ProviderUnresponsiveError,
+    ReplayMismatch,
+    StreamingUnsupportedError,
+    StreamLimitError,
+    StreamStalledError,
+    TraceFormatError,
+)
+from .result import StreamResult, ToolCall, Usage
+from .session import Session
+
+__all__ = [
+    "EmptyStreamError",
+    "FsmAgentError",
+    "IncompleteStreamError",
+    "MachineError",
+    "ProviderStreamError",
+    "ProviderUnresponsiveError",
+    "ReplayMismatch",
+    "Session",
+    "StreamLimitError",
+    "StreamResult",
+    "StreamStalledError",
+    "StreamingUnsupportedError",
+    "ToolCall",
+    "TraceFormatError",
+    "Usage",
+]
+__version__ = "0.1.0"

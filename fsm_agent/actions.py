@@ -1,0 +1,82 @@
+"""What the machine asks its driver to do. Plain frozen data; the driver performs them in order.
+
+Besides these, the machine returns the wire events it wants delivered to the caller's callbacks
+(TextDelta → on_text, ReasoningDelta → on_reasoning) and `ToolNamed` (→ on_tool_call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .result import StreamResult
+
+__all__ = [
+    "CloseAttempt",
+    "DeliverText",
+    "Finish",
+    "OpenAttempt",
+    "Raise",
+    "Remember",
+    "RunFallback",
+    "Status",
+    "ToolNamed",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolNamed:
+    """A tool call's name became known (CB-3)."""
+
+    index: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAttempt:
+    attempt: int
+    stream_options: bool
+    buffer_tool_input: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CloseAttempt:
+    """Close the attempt's stream (and a factory-made client); then feed AttemptClosed if asked."""
+
+    then_feed_closed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverText:
+    """Library text for on_text: the reconnect marker (RES-3) or the dropped-tool warning (RES-5)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Remember:
+    """Update session memory: `stream_options_unsupported`, `streaming_disabled`, `stall`, `success`."""
+
+    fact: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunFallback:
+    """Serve the request without streaming; `response` is a finished object already in hand."""
+
+    response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    result: StreamResult
+
+
+@dataclass(frozen=True, slots=True)
+class Raise:
+    error: BaseException

@@ -1,0 +1,266 @@
+"""The sync driver: the only I/O loop of a blocking request.
+
+It feeds the machine, performs the actions it returns (open and close attempts, deliver deltas to
+callbacks, fall back, finish, raise), and owns every resource: each attempt's stream is closed
+exactly once in `finally`, a factory-made client is closed with its attempt, and the watchdog thread
+is joined before the call returns. It never decides policy; that is the machine's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .. import actions as act
+from ..errors import MachineError
+from ..events import (
+    AttemptClosed,
+    AttemptFailed,
+    FallbackFinished,
+    FinishedResponse,
+    Interrupt,
+    ReasoningDelta,
+    StaleTimeout,
+    Start,
+    StreamEnd,
+    TextDelta,
+)
+from ..providers.base import Attempt, ProviderAdapter, as_plain
+from ..request import RequestMachine
+from ..result import StreamResult
+from ..wire.pipeline import WirePipeline
+from .common import CallbackError, Callbacks, ClientSource, is_read_timeout
+from .watchdog import Watchdog
+
+__all__ = ["SyncDriver"]
+
+log = logging.getLogger("fsm_agent")
+
+
+class SyncDriver:
+    def __init__(
+        self,
+        *,
+        machine: RequestMachine,
+        source: ClientSource,
+        adapter: ProviderAdapter,
+        params: dict[str, Any],
+        callbacks: Callbacks,
+        watchdog: Watchdog,
+        remember: Callable[[str], None],
+        max_bytes: int,
+    ) -> None:
+        self.machine = machine
+        self.source = source
+        self.adapter = adapter
+        self.params = params
+        self.cb = callbacks
+        self.watchdog = watchdog
+        self.remember = remember
+        self.max_bytes = max_bytes
+        self.attempt: Attempt | None = None
+        self.attempts_opened: list[Attempt] = []
+        self._t0 = time.monotonic()
+
+    def _now(self) -> float:
+        return time.monotonic() - self._t0
+
+    def run(self) -> StreamResult:
+        self.watchdog.start()
+        try:
+            return self._loop()
+        finally:
+            self._close_attempt()
+            self.watchdog.stop()
+            self.source.close_all()
+
+    def _loop(self) -> StreamResult:
+        machine = self.machine
+        pending: deque[Any] = deque(machine.feed(Start(), self._now()))
+        while pending:
+            action = pending.popleft()
+            kind = type(action)
+            if kind is act.OpenAttempt:
+                pending.extend(self._run_attempt(action))
+            elif kind is act.CloseAttempt:
+                self._close_attempt()
+                if action.then_feed_closed:
+                    pending.extend(self._feed_control(AttemptClosed()))
+            elif kind is act.DeliverText:
+                pending.extend(self._deliver_library_text(action.text))
+            elif kind is act.Status:
+                self.cb.status(action.message)
+            elif kind is act.Remember:
+                self.remember(action.fact)
+            elif kind is act.RunFallback:
+                pending.extend(self._run_fallback(action.response))
+            elif kind is act.Finish:
+                result: StreamResult = action.result
+                return result
+            elif kind is act.Raise:
+                raise action.error
+            else:
+                pending.extend(self._deliver(action))
+        raise MachineError(f"the machine stopped in {machine.state.value} without finishing")
+
+    # -- control events: an interrupt noticed between actions wins over anything else --------------
+    def _feed_control(self, event: object) -> tuple[Any, ...]:
+        if self.watchdog.interrupted and not self.machine.finished:
+            return self.machine.feed(Interrupt(), self._now())
+        return self.machine.feed(event, self._now())
+
+    # -- one attempt ---------------------------------------------------------------------------------
+    def _run_attempt(self, plan: act.OpenAttempt) -> tuple[Any, ...]:
+        machine = self.machine
+        if self.watchdog.interrupted:
+            return machine.feed(Interrupt(), self._now())
+        opened_at = time.monotonic()
+        try:
+            client = self.source.client_for_attempt()
+            attempt = self.adapter.open(client, self.params, plan, self.watchdog.stale_timeout)
+        except BaseException as exc:
+            return self._failure(exc, opened_at)
+        self.attempt = attempt
+        self.attempts_opened.append(attempt)
+        if self.watchdog.interrupted:
+            return machine.feed(Interrupt(), self._now())
+        if attempt.finished is not None:
+            return machine.feed(FinishedResponse(attempt.finished), self._now())
+        pipeline = WirePipeline(
+            self.adapter.translator(), max_bytes=self.max_bytes, on_activity=self.cb.activity
+        )
+        self.watchdog.arm(attempt.abort)
+        try:
+            if attempt.objects is not None:
+                out = self._pump_objects(attempt)
+            else:
+                out = self._pump_bytes(attempt, pipeline)
+        except BaseException as exc:
+            self.watchdog.disarm()
+            return self._failure(exc, opened_at)
+        self.watchdog.disarm()
+        if self.watchdog.fired is not None and not machine.finished:
+            return self._failure(EOFError("stream ended after an abort"), opened_at)
+        return out
+
+    def _pump_bytes(self, attempt: Attempt, pipeline: WirePipeline) -> tuple[Any, ...]:
+        machine = self.machine
+        watchdog = self.watchdog
+        deliver = self._deliver_inline
+        for chunk in attempt.iter_chunks():
+            events = pipeline.feed(chunk)
+            if pipeline.active:
+                watchdog.touch()
+            t = time.monotonic() - self._t0
+            for event in events:
+                control = deliver(machine.feed(event, t))
+                if control:
+                    return control
+            if pipeline.done:
+                break
+            if watchdog.fired is not None:
+                raise EOFError("aborted by the watchdog")
+        if watchdog.fired is not None:
+            raise EOFError("aborted by the watchdog")
+        return deliver(self._end(pipeline))
+
+    def _pump_objects(self, attempt: Attempt) -> tuple[Any, ...]:
+        """WIRE-5: chunks arrive as objects; each is read by attribute and translated alike."""
+        machine = self.machine
+        translator = self.adapter.translator()
+        assert attempt.objects is not None
+        count = 0
+        for obj in attempt.objects:
+            count += 1
+            self.watchdog.touch()
+            if self.cb.activity is not None:
+                self.cb.activity(type(obj).__name__)
+            t = self._now()
+            for event in translator.payload(as_plain(obj)):
+                control = self._deliver_inline(machine.feed(event, t))
+                if control:
+                    return control
+        if self.watchdog.fired is not None:
+            raise EOFError("aborted by the watchdog")
+        return self._deliver_inline(machine.feed(StreamEnd(frames=count), self._now()))
+
+    def _end(self, pipeline: WirePipeline) -> tuple[Any, ...]:
+        out: list[Any] = []
+        t = self._now()
+        for event in pipeline.end():
+            out.extend(self.machine.feed(event, t))
+        return tuple(out)
+
+    def _failure(self, exc: BaseException, opened_at: float) -> tuple[Any, ...]:
+        """Turn whatever ended the attempt into the right event for the machine."""
+        machine = self.machine
+        fired = self.watchdog.fired
+        if fired == "interrupt" or self.watchdog.interrupted or isinstance(exc, KeyboardInterrupt):
+            return machine.feed(Interrupt(), self._now())
+        if fired == "stale" or (
+            is_read_timeout(exc) and time.monotonic() - opened_at >= self.watchdog.stale_timeout * 0.95
+        ):
+            return machine.feed(StaleTimeout(self.watchdog.stale_timeout), self._now())
+        if isinstance(exc, CallbackError):
+            return machine.feed(AttemptFailed(exc.original, from_callback=True), self._now())
+        if not isinstance(exc, Exception):
+            raise exc  # SystemExit, GeneratorExit: not ours to handle
+        return machine.feed(AttemptFailed(exc), self._now())
+
+    # -- delivering to the caller ----------------------------------------------------------------------
+    def _deliver_inline(self, outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Deliver deltas now; return the control actions (which end the pump) if any."""
+        control: list[Any] = []
+        cb = self.cb
+        for out in outputs:
+            kind = type(out)
+            if kind is TextDelta:
+                cb.text(out.text)
+            elif kind is ReasoningDelta:
+                cb.reasoning(out.text)
+            elif kind is act.ToolNamed:
+                cb.tool_call(out.index, out.name)
+            else:
+                control.append(out)
+        return tuple(control)
+
+    def _deliver(self, output: Any) -> tuple[Any, ...]:
+        try:
+            self._deliver_inline((output,))
+        except CallbackError as exc:
+            return self.machine.feed(AttemptFailed(exc.original, from_callback=True), self._now())
+        return ()
+
+    def _deliver_library_text(self, text: str) -> tuple[Any, ...]:
+        return self._deliver(TextDelta(text))
+
+    # -- the non-streaming fallback ----------------------------------------------------------------------
+    def _run_fallback(self, response: Any) -> tuple[Any, ...]:
+        try:
+            if response is None:
+                client = self.source.client_for_attempt()
+                response = self.adapter.request_plain(client, self.params)
+            events = tuple(self.adapter.finished_events(response))
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                return self.machine.feed(Interrupt(), self._now())
+            if not isinstance(exc, Exception):
+                raise
+            return self.machine.feed(AttemptFailed(exc), self._now())
+        outputs = self.machine.feed(FallbackFinished(events, response), self._now())
+        try:
+            return self._deliver_inline(outputs)
+        except CallbackError as exc:
+            raise exc.original from None
+
+    def _close_attempt(self) -> None:
+        attempt, self.attempt = self.attempt, None
+        if attempt is not None:
+            try:
+                attempt.close()
+            except Exception:
+                log.debug("closing an attempt's stream raised", exc_info=True)
+        self.source.release()

@@ -1,0 +1,257 @@
+"""The one error tree of fsm_agent, and the classification of foreign exceptions.
+
+    FsmAgentError
+    ├── ProviderStreamError          the provider's stream carried an error or could not be read
+    │                                (code, raw_text, body); malformed frames, in-stream error events
+    │   └── ToolInputError       a tool's streamed input is not valid JSON (transient, PRV-A4)
+    ├── EmptyStreamError             the stream ended with nothing in it (retried like a transient error)
+    ├── IncompleteStreamError        the stream ended mid tool-call without a finish reason (transient)
+    ├── StreamStalledError           no provider event for stale_timeout seconds (also a TimeoutError)
+    ├── ProviderUnresponsiveError    the stale breaker is open (also a RuntimeError)
+    ├── StreamingUnsupportedError    the endpoint cannot stream and fallback is off
+    ├── StreamLimitError             the per-request byte cap was reached
+    ├── MachineError                 an event with no transition: a bug of the library (FSM-2)
+    ├── ReplayMismatch               a replayed trace diverged from its recording
+    └── TraceFormatError             a trace line could not be read
+
+Interrupts raise the built-in InterruptedError. A transport error that exhausts its retries is
+re-raised as the original exception object. This module never imports a provider SDK: foreign
+exceptions are recognised by their class names along the MRO, so httpx and httpx2 (and the
+SDKs built on either) classify alike.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Any
+
+__all__ = [
+    "EmptyStreamError",
+    "ErrorKind",
+    "FsmAgentError",
+    "IncompleteStreamError",
+    "MachineError",
+    "ProviderStreamError",
+    "ProviderUnresponsiveError",
+    "ReplayMismatch",
+    "StreamLimitError",
+    "StreamStalledError",
+    "StreamingUnsupportedError",
+    "ToolInputError",
+    "TraceFormatError",
+    "classify",
+]
+
+
+class FsmAgentError(Exception):
+    """Root of every error fsm_agent raises itself."""
+
+
+class ProviderStreamError(FsmAgentError):
+    """The provider's stream carried an error, or bytes that are not a valid stream."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        raw_text: str | None = None,
+        body: Any = None,
+        transient: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.raw_text = raw_text
+        self.body = body
+        self.transient = transient
+
+
+class ToolInputError(ProviderStreamError):
+    """A tool call's streamed input is not valid JSON when its block stops (PRV-A4): transient."""
+
+    def __init__(self, message: str, *, raw_text: str | None = None) -> None:
+        super().__init__(message, code="tool_input_invalid", raw_text=raw_text, transient=True)
+
+
+class EmptyStreamError(FsmAgentError):
+    """The stream ended with no finish reason, text, reasoning, refusal or tool call (ACC-9)."""
+
+
+class IncompleteStreamError(FsmAgentError):
+    """The stream ended while a tool call was still being built and no finish reason came."""
+
+
+class StreamStalledError(FsmAgentError, TimeoutError):
+    """No provider event arrived for stale_timeout seconds (WD-1)."""
+
+
+class ProviderUnresponsiveError(FsmAgentError, RuntimeError):
+    """Too many consecutive stalls: the session refuses to connect again (WD-3)."""
+
+
+class StreamingUnsupportedError(FsmAgentError):
+    """The endpoint cannot stream usable chunks and unsupported="raise" (RES-9)."""
+
+
+class StreamLimitError(FsmAgentError):
+    """The stream passed the per-request cap on accumulated bytes (SEC-2)."""
+
+
+class MachineError(FsmAgentError):
+    """An event arrived that the transition table has no row for (FSM-2): a library bug."""
+
+
+class ReplayMismatch(FsmAgentError):
+    """A replayed trace took a different transition than the one recorded (TR-3)."""
+
+
+class TraceFormatError(FsmAgentError):
+    """A trace file line is corrupt, truncated, too large or of a future schema (TR-6)."""
+
+
+class ErrorKind(enum.Enum):
+    """How the machine's guards see an error."""
+
+    TRANSIENT = "transient"
+    FATAL = "fatal"  # raised at once, never retried, never stubbed
+    PERMANENT = "permanent"  # not retried; stubbed only after visible text
+    STREAM_OPTIONS_REJECTED = "stream_options_rejected"
+    STREAMING_UNSUPPORTED = "streaming_unsupported"
+    INTERRUPT = "interrupt"
+
+
+_TRANSIENT_CLASS_NAMES = frozenset(
+    {
+        # httpx / httpx2 / httpcore / httpcore2
+        "TimeoutException",
+        "NetworkError",
+        "ProtocolError",
+        "RemoteProtocolError",
+        "ConnectError",
+        "ReadError",
+        "WriteError",
+        "CloseError",
+        "ReadTimeout",
+        "ConnectTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "IncompleteRead",
+        # openai / anthropic
+        "APIConnectionError",
+        "APITimeoutError",
+        # botocore
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ResponseStreamingError",
+    }
+)
+_TRANSIENT_MODULES = frozenset(
+    {"httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic", "botocore", "urllib3"}
+)
+
+_CONNECTION_LOST = re.compile(
+    r"connection (was |has been )?(lost|reset|closed|terminated|aborted|dropped)|peer closed|"
+    r"broken pipe|network error|incomplete chunked read|server disconnected",
+    re.IGNORECASE,
+)
+# PRV-A3: the Anthropic SDK's partial-JSON parser errors on a cut stream.
+_PARSER_ERRORS = re.compile(
+    r"expected ident at line|expected value at line|eof while parsing|trailing comma at line",
+    re.IGNORECASE,
+)
+_STREAM_OPTIONS_REJECTED = re.compile(
+    r"stream_options.{0,80}(extra|unsupported|not supported|unrecognized|unrecognised|unknown|"
+    r"not permitted|not allowed|invalid)|(extra|unsupported|unrecognized|unrecognised|unknown|"
+    r"not permitted|invalid)[^.]{0,80}stream_options",
+    re.IGNORECASE | re.DOTALL,
+)
+_STREAMING_UNSUPPORTED = re.compile(
+    r"stream(ing)?( mode)? (is )?(not |un)(supported|available|enabled|allowed)|"
+    r"does not support stream|doesn't support stream|streaming unsupported|"
+    r"InvokeModelWithResponseStream",
+    re.IGNORECASE,
+)
+_FATAL_STREAM_CODES = frozenset(
+    {
+        "provider_stream_non_json_data",
+        "provider_stream_malformed_chunk",
+        "provider_stream_invalid_utf8",
+        "provider_stream_frame_too_large",
+    }
+)
+_TRANSIENT_STATUS = frozenset({500, 502, 503, 504, 529})
+_TRANSIENT_PROVIDER_CODES = frozenset(
+    {"overloaded_error", "api_error", "server_error", "internal_server_error", "service_unavailable"}
+)
+
+
+def _class_keys(exc: BaseException) -> set[tuple[str, str]]:
+    return {(cls.__module__.split(".", 1)[0], cls.__name__) for cls in type(exc).__mro__}
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an SDK exception carries, if any."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return status
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int):
+        return status
+    meta = response.get("ResponseMetadata") if isinstance(response, dict) else None  # botocore
+    status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
+    return status if isinstance(status, int) else None
+
+
+def error_text(exc: BaseException) -> str:
+    """Message plus body text of an exception, for pattern checks."""
+    parts = [str(exc)]
+    body = getattr(exc, "body", None)
+    if body is not None:
+        parts.append(str(body))
+    return " ".join(parts)
+
+
+def classify(exc: BaseException) -> ErrorKind:
+    """Map any exception raised while streaming to the kind the guards decide on."""
+    if isinstance(exc, InterruptedError):
+        return ErrorKind.INTERRUPT
+    if isinstance(exc, StreamingUnsupportedError):
+        return ErrorKind.STREAMING_UNSUPPORTED
+    if isinstance(exc, (StreamStalledError, EmptyStreamError, IncompleteStreamError)):
+        return ErrorKind.TRANSIENT
+    if isinstance(exc, (StreamLimitError, MachineError)):
+        return ErrorKind.FATAL
+    if isinstance(exc, ProviderStreamError):
+        if exc.code in _FATAL_STREAM_CODES:
+            return ErrorKind.FATAL
+        if exc.transient or exc.code in _TRANSIENT_PROVIDER_CODES:
+            return ErrorKind.TRANSIENT
+        if _CONNECTION_LOST.search(str(exc)):
+            return ErrorKind.TRANSIENT
+        if _STREAMING_UNSUPPORTED.search(str(exc)):
+            return ErrorKind.STREAMING_UNSUPPORTED
+        return ErrorKind.PERMANENT
+    status = status_of(exc)
+    text = error_text(exc)
+    if status in (400, 422) and _STREAM_OPTIONS_REJECTED.search(text):
+        return ErrorKind.STREAM_OPTIONS_REJECTED
+    if status is not None and 400 <= status < 500 and _STREAMING_UNSUPPORTED.search(text):
+        return ErrorKind.STREAMING_UNSUPPORTED
+    if status in _TRANSIENT_STATUS:
+        return ErrorKind.TRANSIENT
+    if status is not None:
+        return ErrorKind.PERMANENT
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return ErrorKind.TRANSIENT
+    keys = _class_keys(exc)
+    if any(mod in _TRANSIENT_MODULES and name in _TRANSIENT_CLASS_NAMES for mod, name in keys):
+        return ErrorKind.TRANSIENT
+    if any(mod in ("openai", "anthropic") and name == "APIError" for mod, name in keys):
+        return ErrorKind.TRANSIENT if _CONNECTION_LOST.search(text) else ErrorKind.PERMANENT
+    if isinstance(exc, ValueError) and _PARSER_ERRORS.search(str(exc)):
+        return ErrorKind.TRANSIENT
+    return ErrorKind.PERMANENT

@@ -1,0 +1,162 @@
+"""Normalized events: the only inputs of the request machine.
+
+Wire events come from provider adapters, timer events from the watchdog, control events from the
+driver (interrupts, attempt outcomes). Events are plain frozen data: they never perform I/O and
+carry their own facts, so a trace of them can re-drive a machine offline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .result import Usage
+
+__all__ = [
+    "AttemptClosed",
+    "AttemptFailed",
+    "FallbackFinished",
+    "FinishReason",
+    "FinishedResponse",
+    "Interrupt",
+    "Keepalive",
+    "ReasoningDelta",
+    "RefusalDelta",
+    "ResponseMeta",
+    "StaleTimeout",
+    "Start",
+    "StreamEnd",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "UsageReport",
+    "WireEvent",
+]
+
+
+# --- wire events (from adapters) -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RefusalDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of a tool call; any part may be missing (ACC-3, ACC-8)."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnd:
+    """The provider closed the tool call at this index (Anthropic, Responses, Bedrock)."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class FinishReason:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseMeta:
+    id: str | None = None
+    model: str | None = None
+    provider_data: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    """An SSE frame with no payload, or a comment: not activity, never an error (WIRE-2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The stream ended cleanly (EOF, or `[DONE]` for Chat Completions).
+
+    `frames` counts the frames with a payload the attempt received, `keepalives` the empty ones.
+    """
+
+    frames: int = 0
+    keepalives: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedResponse:
+    """A finished (non-streaming) response object arrived instead of a stream (WIRE-5)."""
+
+    response: Any
+
+
+WireEvent = (
+    TextDelta
+    | ReasoningDelta
+    | RefusalDelta
+    | ToolCallDelta
+    | ToolCallEnd
+    | FinishReason
+    | UsageReport
+    | ResponseMeta
+    | Keepalive
+    | StreamEnd
+    | FinishedResponse
+)
+
+
+# --- timer and control events (from the driver) ----------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The request begins."""
+
+
+@dataclass(frozen=True, slots=True)
+class StaleTimeout:
+    """The watchdog saw no provider event for stale_timeout seconds."""
+
+    stale_timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """session.interrupt(), the interrupt event, Ctrl-C or task cancellation."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFailed:
+    """Opening or reading the attempt raised; `error` is the original exception."""
+
+    error: BaseException
+    from_callback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptClosed:
+    """The driver closed the attempt's stream (after a retry, stub or stall decision)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackFinished:
+    """The non-streaming fallback request answered with `response` (already translated)."""
+
+    events: tuple[WireEvent, ...]
+    response: Any

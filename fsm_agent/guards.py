@@ -1,0 +1,141 @@
+"""The request context and the named guard predicates the transition table refers to.
+
+Guards are small pure functions of the context: no I/O, no clock, no mutation. Their names are what
+diagram edges and transition records show; a policy (retry, stub, fallback) is a row of the table
+that combines them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ErrorKind
+
+__all__ = ["GUARDS", "RequestContext"]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything the guards read. Per-request settings, session memory and per-attempt facts."""
+
+    # settings
+    retries: int = 2
+    unsupported: str = "fallback"
+    stale_giveup: int = 5
+    # session memory, as it was when the request started (updated as the request learns)
+    stale_streak: int = 0
+    streaming_disabled: bool = False
+    stream_options_unsupported: bool = False
+    # request facts
+    attempt: int = 0
+    retries_used: int = 0
+    error: BaseException | None = None
+    error_kind: ErrorKind | None = None
+    buffer_tool_input: bool = False
+    finished_response: Any = None
+    # per-attempt facts
+    delivered_chars: int = 0
+    visible_chars: int = 0
+    tools_in_flight: int = 0
+    finish_seen: bool = False
+
+    def new_attempt(self) -> None:
+        self.attempt += 1
+        self.delivered_chars = 0
+        self.visible_chars = 0
+        self.tools_in_flight = 0
+        self.finish_seen = False
+        self.error = None
+        self.error_kind = None
+
+    def guard_inputs(self) -> dict[str, Any]:
+        """The facts the guards read, as written into each transition record (TR-3)."""
+        return {
+            "attempt": self.attempt,
+            "retries": self.retries,
+            "retries_used": self.retries_used,
+            "visible_chars": self.visible_chars,
+            "tools_in_flight": self.tools_in_flight,
+            "finish_seen": self.finish_seen,
+            "error_kind": self.error_kind.value if self.error_kind else None,
+            "error": type(self.error).__name__ if self.error is not None else None,
+            "unsupported": self.unsupported,
+            "stale_streak": self.stale_streak,
+            "stale_giveup": self.stale_giveup,
+            "streaming_disabled": self.streaming_disabled,
+        }
+
+
+Guard = Callable[[RequestContext], bool]
+
+
+def breaker_tripped(ctx: RequestContext) -> bool:
+    """WD-3: the session has stalled `stale_giveup` times in a row."""
+    return ctx.stale_giveup > 0 and ctx.stale_streak >= ctx.stale_giveup
+
+
+def streaming_disabled(ctx: RequestContext) -> bool:
+    """RES-9: the session learned that this endpoint cannot stream."""
+    return ctx.streaming_disabled
+
+
+def is_fatal(ctx: RequestContext) -> bool:
+    """Interrupts, callback errors, malformed frames, the byte cap: raised, never retried."""
+    return ctx.error_kind in (ErrorKind.FATAL, ErrorKind.INTERRUPT)
+
+
+def finish_seen(ctx: RequestContext) -> bool:
+    """The provider already sent its finish reason: the answer is complete."""
+    return ctx.finish_seen
+
+
+def options_rejected(ctx: RequestContext) -> bool:
+    """RES-8: the endpoint rejected `stream_options`."""
+    return ctx.error_kind is ErrorKind.STREAM_OPTIONS_REJECTED
+
+
+def streaming_unsupported(ctx: RequestContext) -> bool:
+    """RES-9: the endpoint cannot stream (error, keepalives only, a finished response)."""
+    return ctx.error_kind is ErrorKind.STREAMING_UNSUPPORTED
+
+
+def fallback_allowed(ctx: RequestContext) -> bool:
+    return ctx.unsupported == "fallback"
+
+
+def is_transient(ctx: RequestContext) -> bool:
+    return ctx.error_kind is ErrorKind.TRANSIENT
+
+
+def budget_left(ctx: RequestContext) -> bool:
+    return ctx.retries_used < ctx.retries
+
+
+def has_visible_text(ctx: RequestContext) -> bool:
+    """Text that is not whitespace only was delivered in this attempt."""
+    return ctx.visible_chars > 0
+
+
+def tool_in_flight(ctx: RequestContext) -> bool:
+    """A tool call's name or arguments were seen and it is not finished."""
+    return ctx.tools_in_flight > 0
+
+
+GUARDS: dict[str, Guard] = {
+    guard.__name__: guard
+    for guard in (
+        breaker_tripped,
+        streaming_disabled,
+        is_fatal,
+        finish_seen,
+        options_rejected,
+        streaming_unsupported,
+        fallback_allowed,
+        is_transient,
+        budget_left,
+        has_visible_text,
+        tool_in_flight,
+    )
+}

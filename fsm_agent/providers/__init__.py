@@ -1,0 +1,40 @@
+"""Provider adapters, one module per API; each imports its SDK only inside itself."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .base import ProviderAdapter
+
+__all__ = ["APIS", "adapter_for", "infer_api"]
+
+APIS = ("chat_completions", "responses", "anthropic_messages", "bedrock_converse")
+
+
+def infer_api(client: Any) -> str:
+    """The API a client speaks, from its type; Chat Completions for OpenAI-shaped clients."""
+    module = type(client).__module__.split(".", 1)[0]
+    if module == "anthropic" or (hasattr(client, "messages") and not hasattr(client, "chat")):
+        return "anthropic_messages"
+    if hasattr(client, "converse_stream"):
+        return "bedrock_converse"
+    return "chat_completions"
+
+
+_ADAPTERS = {
+    "chat_completions": ("openai_chat", "ChatCompletionsAdapter"),
+    "responses": ("openai_responses", "ResponsesAdapter"),
+    "anthropic_messages": ("anthropic", "AnthropicAdapter"),
+    "bedrock_converse": ("bedrock", "BedrockAdapter"),
+}
+
+
+def adapter_for(api: str) -> ProviderAdapter:
+    try:
+        module_name, class_name = _ADAPTERS[api]
+    except KeyError:
+        raise ValueError(f"unknown api {api!r}; expected one of {', '.join(APIS)}") from None
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    adapter: ProviderAdapter = getattr(module, class_name)()
+    return adapter

@@ -1,0 +1,304 @@
+"""OpenAI Chat Completions (and every OpenAI-compatible host, Gemini included): PRV-C, PRV-G.
+
+Opens the request through the SDK's raw streaming response (the SDK handles auth, base URL,
+headers and HTTP status errors) and translates decoded chunks — plain dicts — into normalized
+events. A client without that interface, or one that answers with objects, an iterable of chunks
+or a finished completion, is read by attribute (WIRE-5). Imports `openai` nowhere: any client
+shaped like it works. Never decides policy.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..actions import OpenAttempt
+from ..errors import ProviderStreamError
+from ..events import (
+    FinishedResponse,
+    FinishReason,
+    ReasoningDelta,
+    RefusalDelta,
+    ResponseMeta,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from ..redact import redact, truncate
+from ..result import Usage
+from ..wire.pipeline import parse_json_payload
+from ..wire.sse import SSEFrame
+from .base import Attempt, as_plain, socket_of
+
+__all__ = ["ChatCompletionsAdapter", "is_native_gemini"]
+
+_GEMINI_HOST = "generativelanguage.googleapis.com"
+
+
+def is_native_gemini(base_url: object) -> bool:
+    """RES-8: Gemini's native endpoint rejects stream_options; its /openai endpoint accepts it."""
+    parts = urlsplit(str(base_url))
+    return parts.hostname == _GEMINI_HOST and not parts.path.rstrip("/").endswith("/openai")
+
+
+def _malformed(what: str, value: object) -> ProviderStreamError:
+    text = truncate(redact(repr(value)), 200)
+    return ProviderStreamError(
+        f"malformed Chat Completions chunk: {what}, got {type(value).__name__} {text}",
+        code="provider_stream_malformed_chunk",
+        raw_text=text,
+    )
+
+
+def _flatten(content: object, where: str) -> str:
+    """ACC-2: a list of content blocks becomes one string."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        return "".join(parts)
+    raise _malformed(f"{where} must be a string or a list of content blocks", content)
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    details = raw.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        input_tokens=raw.get("prompt_tokens"),
+        output_tokens=raw.get("completion_tokens"),
+        total_tokens=raw.get("total_tokens"),
+        cached_tokens=cached,
+    )
+
+
+def _error_event(error: object) -> ProviderStreamError:
+    """ACC-10: an error object carried inside the stream."""
+    if isinstance(error, dict):
+        code = error.get("code") or error.get("type")
+        message = error.get("message") or json.dumps(error)[:500]
+    else:
+        code, message = None, str(error)
+    return ProviderStreamError(
+        f"the provider reported an error in the stream: {message}",
+        code=str(code) if code is not None else "provider_stream_error",
+        body=error,
+    )
+
+
+class ChatTranslator:
+    """One attempt's chunks → events. Remembers only whether it has seen `[DONE]`."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def frame(self, frame: SSEFrame) -> list[Any]:
+        data = frame.data
+        assert data is not None
+        if data == "[DONE]":
+            self.done = True
+            return []
+        return self.payload(parse_json_payload(data))
+
+    def payload(self, chunk: Any) -> list[Any]:
+        if not isinstance(chunk, dict):
+            raise _malformed("a chunk must be a JSON object", chunk)
+        if chunk.get("error"):
+            raise _error_event(chunk["error"])
+        events: list[Any] = []
+        if "id" in chunk or "model" in chunk:
+            events.append(ResponseMeta(id=chunk.get("id"), model=chunk.get("model")))
+        choices = chunk.get("choices")
+        if choices:
+            if not isinstance(choices, list) or not isinstance(choices[0], dict):
+                raise _malformed("choices must be a list of objects", choices)
+            choice = choices[0]
+            delta = choice.get("delta")
+            if delta:
+                if not isinstance(delta, dict):
+                    raise _malformed("delta must be an object", delta)
+                _delta_events(delta, events)
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                if not isinstance(reason, str):
+                    raise _malformed("finish_reason must be a string", reason)
+                if reason == "error":
+                    raise _error_event(choice.get("error") or chunk.get("error") or "finish_reason=error")
+                events.append(FinishReason(reason))
+        usage = chunk.get("usage")
+        if usage:
+            parsed = _usage(usage)
+            if parsed is not None:
+                events.append(UsageReport(parsed))
+        return events
+
+
+def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
+    for key in ("reasoning_content", "reasoning"):
+        reasoning = delta.get(key)
+        if reasoning:
+            if isinstance(reasoning, dict):  # some hosts nest it: {"text": …}
+                reasoning = reasoning.get("text") or reasoning.get("content") or ""
+            events.append(ReasoningDelta(_flatten(reasoning, key)))
+            break
+    content = delta.get("content")
+    if content is not None:
+        text = _flatten(content, "content")
+        if text:
+            events.append(TextDelta(text))
+    refusal = delta.get("refusal")
+    if refusal:
+        if not isinstance(refusal, str):
+            raise _malformed("refusal must be a string", refusal)
+        events.append(RefusalDelta(refusal))
+    calls = delta.get("tool_calls")
+    if calls:
+        if not isinstance(calls, list):
+            raise _malformed("tool_calls must be a list", calls)
+        for call in calls:
+            events.append(_tool_delta(call))
+
+
+def _tool_delta(call: object) -> ToolCallDelta:
+    if not isinstance(call, dict):
+        raise _malformed("a tool call delta must be an object", call)
+    index = call.get("index")
+    if index is None:
+        index = 0  # ACC-3 / PRV-G: Gemini sends no index
+    elif not isinstance(index, int):
+        raise _malformed("a tool call index must be an integer", index)
+    call_id = call.get("id")
+    function = call.get("function") or {}
+    if not isinstance(function, dict):
+        raise _malformed("a tool call's function must be an object", function)
+    name = function.get("name")
+    arguments = function.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        arguments = json.dumps(arguments)  # some hosts send parsed arguments
+    extra = call.get("extra_content")
+    return ToolCallDelta(
+        index=index,
+        id=str(call_id) if call_id is not None else None,
+        name=name if isinstance(name, str) else None,
+        arguments=arguments,
+        extra={"extra_content": extra} if extra else None,
+    )
+
+
+def completion_events(completion: Any) -> list[Any]:
+    """A finished chat.completion (dict or SDK object) as events, for the fallback (RES-9)."""
+    body = as_plain(completion)
+    if not isinstance(body, dict):
+        raise _malformed("a completion must be an object", body)
+    events: list[Any] = [ResponseMeta(id=body.get("id"), model=body.get("model"))]
+    choices = body.get("choices") or []
+    if choices and isinstance(choices[0], dict):
+        message = choices[0].get("message") or {}
+        if isinstance(message, dict):
+            _delta_events(message, events)
+        reason = choices[0].get("finish_reason")
+        if isinstance(reason, str):
+            events.append(FinishReason(reason))
+    parsed = _usage(body.get("usage"))
+    if parsed is not None:
+        events.append(UsageReport(parsed))
+    return events
+
+
+def _is_finished_completion(obj: Any) -> bool:
+    choices = getattr(obj, "choices", None)
+    if choices is None and isinstance(obj, dict):
+        choices = obj.get("choices")
+    if not choices:
+        return False
+    first = choices[0]
+    message = first.get("message") if isinstance(first, dict) else getattr(first, "message", None)
+    return message is not None
+
+
+class ChatCompletionsAdapter:
+    api = "chat_completions"
+
+    def model_of(self, params: dict[str, Any]) -> str | None:
+        model = params.get("model")
+        return model if isinstance(model, str) else None
+
+    def translator(self) -> ChatTranslator:
+        return ChatTranslator()
+
+    def stream_params(self, client: Any, params: dict[str, Any], plan: OpenAttempt) -> dict[str, Any]:
+        kwargs = dict(params)
+        kwargs["stream"] = True
+        if plan.stream_options and not is_native_gemini(getattr(client, "base_url", "")):
+            options = kwargs.get("stream_options")
+            options = dict(options) if isinstance(options, dict) else {}
+            options["include_usage"] = True
+            kwargs["stream_options"] = options
+        elif not plan.stream_options:
+            kwargs.pop("stream_options", None)
+        return kwargs
+
+    def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
+        kwargs = self.stream_params(client, params, plan)
+        completions = client.chat.completions
+        raw_api = getattr(completions, "with_streaming_response", None)
+        if raw_api is None:
+            return _object_attempt(completions.create(**kwargs))
+        manager = raw_api.create(**kwargs, timeout=_timeout_for(client, read_timeout))
+        response = manager.__enter__()
+        http = response.http_response
+
+        def closer() -> None:
+            manager.__exit__(None, None, None)
+
+        content_type = http.headers.get("content-type", "")
+        if "json" in content_type and "event-stream" not in content_type:
+            try:
+                body = json.loads(http.read())
+            finally:
+                closer()
+            return Attempt(finished=body)
+        return Attempt(chunks=http.iter_bytes(), closer=closer, sock=socket_of(http))
+
+    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        kwargs = dict(params)
+        kwargs.pop("stream", None)
+        kwargs.pop("stream_options", None)
+        return client.chat.completions.create(**kwargs)
+
+    def finished_events(self, response: Any) -> list[Any]:
+        return completion_events(response)
+
+
+def _object_attempt(returned: Any) -> Attempt:
+    """WIRE-5: a client whose create(stream=True) returns objects rather than a raw response."""
+    if _is_finished_completion(returned):
+        return Attempt(finished=returned)
+    close = getattr(returned, "close", None)
+    return Attempt(objects=returned, closer=close if callable(close) else None)
+
+
+def _timeout_for(client: Any, read_timeout: float) -> Any:
+    """The client's own timeout with its read timeout capped at the stale timeout (WD-1, open phase)."""
+    current = getattr(client, "timeout", None)
+    read = getattr(current, "read", current)
+    if isinstance(read, (int, float)) and read < read_timeout:
+        return current
+    if current is not None and hasattr(current, "connect"):
+        return type(current)(
+            connect=current.connect, read=read_timeout, write=current.write, pool=current.pool
+        )
+    return read_timeout
+
+
+def finished_event(response: Any) -> FinishedResponse:
+    return FinishedResponse(response)

@@ -1,0 +1,435 @@
+"""`RequestMachine`: one request's machine model — context, accumulator, feed(), records.
+
+Sans-IO: it takes events (with the time they happened) and returns actions; it never touches a
+socket, a thread, a clock or an SDK, so the sync and async drivers and offline replay share it.
+Phase changes go through the transition table; plain token deltas take a fast path that only
+accumulates and counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from transitions import MachineError as _TransitionsMachineError
+
+from . import actions as act
+from .accumulator import Accumulator
+from .errors import (
+    EmptyStreamError,
+    ErrorKind,
+    IncompleteStreamError,
+    MachineError,
+    ProviderUnresponsiveError,
+    StreamingUnsupportedError,
+    StreamStalledError,
+    ToolInputError,
+    classify,
+)
+from .events import (
+    AttemptClosed,
+    AttemptFailed,
+    FallbackFinished,
+    FinishedResponse,
+    FinishReason,
+    Interrupt,
+    Keepalive,
+    ReasoningDelta,
+    RefusalDelta,
+    ResponseMeta,
+    StaleTimeout,
+    Start,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    UsageReport,
+)
+from .guards import GUARDS, RequestContext
+from .machine import State, build_machine, guard_method
+from .result import StreamResult
+from .trace.records import TransitionRecord
+
+__all__ = ["RECONNECT_MARKER", "RequestMachine", "dropped_tool_warning"]
+
+S = State
+Output = Any  # an action of `actions`, or a wire event to deliver
+RecordHook = Callable[[TransitionRecord], None]
+EventHook = Callable[[object, float], None]
+
+RECONNECT_MARKER = "\n\n[connection lost mid tool-call; reconnecting…]\n\n"
+
+
+def dropped_tool_warning(names: list[str]) -> str:
+    shown = ", ".join(names[:3])
+    if len(names) > 3:
+        shown += f" +{len(names) - 3} more"
+    return (
+        f"\n\n⚠ Stream stalled mid tool-call ({shown}); the action was not executed. "
+        "Ask again to retry it."
+    )
+
+
+def _event_summary(event: object) -> dict[str, Any]:
+    """The event that fired a trigger, as a record field (no content: TR-5)."""
+    summary: dict[str, Any] = {"kind": type(event).__name__}
+    if isinstance(event, AttemptFailed):
+        summary["error"] = type(event.error).__name__
+        summary["from_callback"] = event.from_callback
+    elif isinstance(event, StaleTimeout):
+        summary["stale_timeout"] = event.stale_timeout
+    elif isinstance(event, FinishReason):
+        summary["reason"] = event.reason
+    elif isinstance(event, StreamEnd):
+        summary["frames"], summary["keepalives"] = event.frames, event.keepalives
+    elif isinstance(event, ToolCallDelta | ToolCallEnd):
+        summary["index"] = event.index
+    return summary
+
+
+class RequestMachine:
+    """The model object `transitions` drives; `feed()` is its only entry point."""
+
+    state: State
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        *,
+        request_id: str,
+        on_record: RecordHook | None = None,
+        on_event: EventHook | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.request_id = request_id
+        self.acc = Accumulator()
+        self.guard_values: dict[str, bool] = {}
+        self.records: list[TransitionRecord] = []
+        self._on_record = on_record
+        self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
+        self._t = 0.0
+        self._event: object = None
+        self._fallback_used = False
+        self._raw: Any = None
+        self.result: StreamResult | None = None
+        build_machine(self)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (S.DONE, S.FAILED)
+
+    # -- the one entry point --------------------------------------------------------------------
+    def feed(self, event: object, t: float) -> tuple[Output, ...]:
+        """Apply one event that happened `t` seconds after the request started."""
+        if self._on_event is not None:
+            self._on_event(event, t)
+        return self._apply(event, t)
+
+    def _apply(self, event: object, t: float) -> tuple[Output, ...]:
+        cls = type(event)
+        ctx = self.ctx
+        if cls is TextDelta:
+            text = event.text  # type: ignore[attr-defined]
+            if not text:
+                return ()
+            self.acc.text_parts.append(text)
+            ctx.delivered_chars += len(text)
+            if ctx.visible_chars or not text.isspace():
+                ctx.visible_chars = ctx.delivered_chars
+            if self.state is S.CONNECTING:
+                return (*self._fire("text", event, t), event)
+            return (event,)
+        if cls is ToolCallDelta:
+            return self._tool_delta(event, t)  # type: ignore[arg-type]
+        if cls is ReasoningDelta:
+            if not event.text:  # type: ignore[attr-defined]
+                return ()
+            self.acc.reasoning_parts.append(event.text)  # type: ignore[attr-defined]
+            if self.state is S.CONNECTING:
+                return (*self._fire("text", event, t), event)
+            return (event,)
+        handler = self._handlers.get(cls)
+        if handler is None:
+            raise MachineError(f"the machine has no handling for event {cls.__name__}")
+        return handler(self, event, t)
+
+    # -- wire events ------------------------------------------------------------------------------
+    def _tool_delta(self, event: ToolCallDelta, t: float) -> tuple[Output, ...]:
+        slot, opened, named = self.acc.tool_delta(
+            event.index, event.id, event.name, event.arguments, event.extra
+        )
+        out: tuple[Output, ...] = ()
+        if opened and self.state in (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL):
+            self.ctx.tools_in_flight = len(self.acc.tools_in_flight())
+            out = self._fire("tool_start", event, t)
+        if named:
+            out = (*out, act.ToolNamed(self.acc.slots.index(slot), slot.name))
+        return out
+
+    def _refusal(self, event: RefusalDelta, t: float) -> tuple[Output, ...]:
+        if not event.text:
+            return ()
+        self.acc.refusal_parts.append(event.text)
+        return self._fire("text", event, t) if self.state is S.CONNECTING else ()
+
+    def _tool_end(self, event: ToolCallEnd, t: float) -> tuple[Output, ...]:
+        self.acc.tool_end(event.index)
+        if self.state is not S.STREAMING_TOOL:
+            return ()
+        self.ctx.tools_in_flight = len(self.acc.tools_in_flight())
+        return self._fire("tool_end", event, t)
+
+    def _finish(self, event: FinishReason, t: float) -> tuple[Output, ...]:
+        self.acc.finish_reason = event.reason
+        self.ctx.finish_seen = True
+        self.ctx.tools_in_flight = 0
+        if self.state in (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL):
+            return self._fire("finish", event, t)
+        return ()
+
+    def _usage(self, event: UsageReport, t: float) -> tuple[Output, ...]:
+        self.acc.usage = event.usage
+        return ()
+
+    def _meta(self, event: ResponseMeta, t: float) -> tuple[Output, ...]:
+        acc = self.acc
+        if event.id and acc.response_id is None:
+            acc.response_id = event.id
+        if event.model and acc.model is None:
+            acc.model = event.model
+        if event.provider_data:
+            acc.provider_data.update(event.provider_data)
+        return ()
+
+    def _keepalive(self, event: Keepalive, t: float) -> tuple[Output, ...]:
+        return ()
+
+    def _end(self, event: StreamEnd, t: float) -> tuple[Output, ...]:
+        if self.state is S.CONNECTING:
+            if event.keepalives and not event.frames:
+                self._set_error(
+                    StreamingUnsupportedError(
+                        f"the endpoint sent {event.keepalives} keepalive frame(s) and nothing else"
+                    )
+                )
+            else:
+                self._set_error(EmptyStreamError("the stream ended without any content"))
+        elif self.state is S.STREAMING_TOOL:
+            names = ", ".join(slot.name or "?" for slot in self.acc.tools_in_flight())
+            self._set_error(IncompleteStreamError(f"the stream ended mid tool-call ({names})"))
+        return self._fire("end", event, t)
+
+    def _finished_response(self, event: FinishedResponse, t: float) -> tuple[Output, ...]:
+        self.ctx.finished_response = event.response
+        self._set_error(
+            StreamingUnsupportedError("the client answered stream=True with a finished response")
+        )
+        return self._fire("finished_response", event, t)
+
+    # -- timer and control events -----------------------------------------------------------------
+    def _start(self, event: Start, t: float) -> tuple[Output, ...]:
+        return self._fire("start", event, t)
+
+    def _stale(self, event: StaleTimeout, t: float) -> tuple[Output, ...]:
+        self._set_error(StreamStalledError(f"no provider event for {event.stale_timeout:g} s"))
+        return self._fire("stale", event, t)
+
+    def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
+        self._set_error(event.error, ErrorKind.FATAL if event.from_callback else None)
+        return self._fire("error", event, t)
+
+    def _closed(self, event: AttemptClosed, t: float) -> tuple[Output, ...]:
+        return self._fire("closed", event, t)
+
+    def _interrupt(self, event: Interrupt, t: float) -> tuple[Output, ...]:
+        self._set_error(InterruptedError("the request was interrupted"), ErrorKind.INTERRUPT)
+        return self._fire("interrupt", event, t)
+
+    def _fallback_finished(self, event: FallbackFinished, t: float) -> tuple[Output, ...]:
+        # The answer arrives whole: accumulate it and deliver its reasoning and text once.
+        self.acc = Accumulator()
+        out: list[Output] = []
+        for wire_event in event.events:
+            out.extend(self._apply(wire_event, t))
+        self._raw = event.response
+        self._fallback_used = True
+        return (*out, *self._fire("fallback_done", event, t))
+
+    _handlers: ClassVar[dict[type, Callable[[RequestMachine, Any, float], tuple[Output, ...]]]] = {
+        RefusalDelta: _refusal,
+        ToolCallEnd: _tool_end,
+        FinishReason: _finish,
+        UsageReport: _usage,
+        ResponseMeta: _meta,
+        Keepalive: _keepalive,
+        StreamEnd: _end,
+        FinishedResponse: _finished_response,
+        Start: _start,
+        StaleTimeout: _stale,
+        AttemptFailed: _failed,
+        AttemptClosed: _closed,
+        Interrupt: _interrupt,
+        FallbackFinished: _fallback_finished,
+    }
+
+    def _set_error(self, error: BaseException, kind: ErrorKind | None = None) -> None:
+        self.ctx.error = error
+        self.ctx.error_kind = kind if kind is not None else classify(error)
+        if isinstance(error, ToolInputError):
+            # PRV-A4: later attempts ask the server to buffer and validate tool arguments.
+            self.ctx.buffer_tool_input = True
+
+    # -- firing a trigger ----------------------------------------------------------------------------
+    def _fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
+        source = self.state
+        self.guard_values = {}
+        self._t = t
+        inputs = self.ctx.guard_inputs()
+        try:
+            moved = getattr(self, trigger)()
+        except _TransitionsMachineError as exc:
+            raise MachineError(f"no transition for {trigger!r} from {source.value}: {exc}") from None
+        if not moved:
+            raise MachineError(f"no row of the table matched {trigger!r} from {source.value}")
+        dest = self.state
+        record = TransitionRecord(
+            request_id=self.request_id,
+            attempt=self.ctx.attempt,
+            seq=len(self.records),
+            t=round(t, 6),
+            trigger=trigger,
+            source=source.value,
+            dest=dest.value,
+            guards=dict(self.guard_values),
+            visible_chars=self.ctx.visible_chars,
+            tools_in_flight=self.ctx.tools_in_flight,
+            cause=_event_summary(event),
+            inputs=inputs,
+        )
+        self.records.append(record)
+        if self._on_record is not None:
+            self._on_record(record)
+        if dest is source and trigger in ("tool_start", "tool_end"):
+            return ()
+        return self._enter(dest, source)
+
+    # -- what entering a state asks of the driver ------------------------------------------------------
+    def _enter(self, dest: State, source: State) -> tuple[Output, ...]:
+        ctx = self.ctx
+        if dest is S.CONNECTING:
+            ctx.new_attempt()
+            self.acc = Accumulator()
+            return (
+                act.OpenAttempt(
+                    ctx.attempt,
+                    stream_options=not ctx.stream_options_unsupported,
+                    buffer_tool_input=ctx.buffer_tool_input,
+                ),
+            )
+        if dest is S.RETRYING:
+            return self._enter_retrying()
+        if dest is S.STALLED:
+            ctx.stale_streak += 1
+            return (
+                act.Remember("stall"),
+                act.Status(f"stalled: {ctx.error}; aborting attempt {ctx.attempt}"),
+                act.CloseAttempt(then_feed_closed=True),
+            )
+        if dest is S.STUBBING:
+            return self._enter_stubbing()
+        if dest is S.FALLBACK:
+            return self._enter_fallback(source)
+        if dest is S.DONE:
+            return self._enter_done()
+        if dest is S.FAILED:
+            return self._enter_failed(source)
+        return ()
+
+    def _enter_retrying(self) -> tuple[Output, ...]:
+        ctx = self.ctx
+        out: list[Output] = []
+        if ctx.error_kind is ErrorKind.STREAM_OPTIONS_REJECTED:
+            ctx.stream_options_unsupported = True
+            out.append(act.Remember("stream_options_unsupported"))
+            out.append(act.Status("the endpoint rejected stream_options; retrying without it"))
+        else:
+            ctx.retries_used += 1
+            if ctx.visible_chars and ctx.tools_in_flight:
+                out.append(act.DeliverText(RECONNECT_MARKER))
+            out.append(
+                act.Status(
+                    f"retrying: attempt {ctx.attempt + 1} of {ctx.retries + 1} "
+                    f"after {type(ctx.error).__name__}: {ctx.error}"
+                )
+            )
+        out.append(act.CloseAttempt(then_feed_closed=True))
+        return tuple(out)
+
+    def _enter_stubbing(self) -> tuple[Output, ...]:
+        names = [slot.name or "unnamed tool" for slot in self.acc.tools_in_flight()]
+        text = self.acc.text().strip()
+        result = StreamResult(
+            content=text,
+            finish_reason="length",
+            stub=True,
+            model=self.acc.model,
+            id=self.acc.response_id,
+            reasoning="".join(self.acc.reasoning_parts) or None,
+        )
+        out: list[Output] = []
+        if names:
+            warning = dropped_tool_warning(names)
+            result.content = text + warning
+            result.dropped_tool_names = names
+            out.append(act.DeliverText(warning))
+        self.result = result
+        out.append(act.Status(f"stream lost after text ({type(self.ctx.error).__name__}); keeping it"))
+        out.append(act.CloseAttempt(then_feed_closed=True))
+        return tuple(out)
+
+    def _enter_fallback(self, source: State) -> tuple[Output, ...]:
+        ctx = self.ctx
+        out: list[Output] = []
+        if source is not S.IDLE:
+            ctx.streaming_disabled = True
+            out.append(act.Remember("streaming_disabled"))
+            out.append(act.Status(f"streaming unavailable ({ctx.error}); falling back to a plain request"))
+            out.append(act.CloseAttempt(then_feed_closed=False))
+        out.append(act.RunFallback(ctx.finished_response))
+        return tuple(out)
+
+    def _enter_done(self) -> tuple[Output, ...]:
+        result = self.result if self.result is not None else self.acc.build()
+        result.attempts = self.ctx.attempt
+        result.streamed = not self._fallback_used
+        if self._raw is not None:
+            result.raw = self._raw
+        result.records = self.records
+        self.result = result
+        self.ctx.stale_streak = 0
+        return (act.CloseAttempt(then_feed_closed=False), act.Remember("success"), act.Finish(result))
+
+    def _enter_failed(self, source: State) -> tuple[Output, ...]:
+        ctx = self.ctx
+        error = ctx.error
+        if source is S.IDLE:  # the breaker row of `start`
+            error = ProviderUnresponsiveError(
+                f"provider unresponsive: {ctx.stale_streak} consecutive stalled requests "
+                f"(stale_giveup={ctx.stale_giveup}); not connecting"
+            )
+            ctx.error, ctx.error_kind = error, ErrorKind.FATAL
+        if error is None:  # pragma: no cover - every path to FAILED sets an error
+            error = MachineError("failed without an error")
+        out: list[Output] = [act.CloseAttempt(then_feed_closed=False)]
+        if ctx.error_kind is ErrorKind.STREAMING_UNSUPPORTED:
+            ctx.streaming_disabled = True
+            out.append(act.Remember("streaming_disabled"))
+        if ctx.retries_used and ctx.error_kind is ErrorKind.TRANSIENT:
+            out.append(act.Status(f"giving up after {ctx.attempt} attempts: {type(error).__name__}"))
+        out.append(act.Raise(error))
+        return tuple(out)
+
+
+for _name in GUARDS:
+    setattr(RequestMachine, _name, guard_method(_name))
+del _name

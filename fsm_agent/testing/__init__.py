@@ -1,0 +1,84 @@
+"""Provider emulator for tests and demos (EMU-1).
+
+A real HTTP server on 127.0.0.1 that answers the OpenAI Chat Completions, OpenAI Responses,
+Anthropic Messages and Bedrock Converse(Stream) APIs in their genuine wire formats, driven by
+declarative :class:`Scenario` objects with faults::
+
+    from fsm_agent.testing import Emulator, Scenario, ToolCall, DropMidFrame
+
+    with Emulator() as emu:
+        emu.script(
+            Scenario.build("Let me check.", tool_calls=[ToolCall("read", '{"path": "a.txt"}')],
+                           faults=[DropMidFrame(0, kind="tool_args")]),
+            Scenario.build("Let me check.", tool_calls=[ToolCall("read", '{"path": "a.txt"}')]),
+        )
+        client = openai.OpenAI(base_url=emu.openai_base_url, api_key="test")
+        ...
+"""
+
+from __future__ import annotations
+
+from fsm_agent.testing.faults import (
+    BedrockAccessDenied,
+    CorruptCrc,
+    DropAfter,
+    DropAfterBytes,
+    DropMidFrame,
+    EmptyBody,
+    Fault,
+    HttpError,
+    KeepaliveOnly,
+    Keepalives,
+    MalformedFrame,
+    NonStreamingBody,
+    RejectStreamOptions,
+    Stall,
+    StreamError,
+    StreamingUnsupported,
+)
+from fsm_agent.testing.registry import SCENARIOS, get_scenarios, scenario_names, serve_forever
+from fsm_agent.testing.scenario import (
+    ChatShape,
+    Reasoning,
+    Refusal,
+    Scenario,
+    Step,
+    Text,
+    ToolCall,
+    Usage,
+)
+from fsm_agent.testing.server import THREAD_PREFIX, Emulator, Request
+
+__all__ = [
+    "SCENARIOS",
+    "THREAD_PREFIX",
+    "BedrockAccessDenied",
+    "ChatShape",
+    "CorruptCrc",
+    "DropAfter",
+    "DropAfterBytes",
+    "DropMidFrame",
+    "EmptyBody",
+    "Emulator",
+    "Fault",
+    "HttpError",
+    "KeepaliveOnly",
+    "Keepalives",
+    "MalformedFrame",
+    "NonStreamingBody",
+    "Reasoning",
+    "Refusal",
+    "RejectStreamOptions",
+    "Request",
+    "Scenario",
+    "Stall",
+    "Step",
+    "StreamError",
+    "StreamingUnsupported",
+    "Text",
+    "ToolCall",
+    "Usage",
+    "get_scenarios",
+    "scenario_names",
+    "serve_forever",
+]

@@ -1,0 +1,177 @@
+"""Fault descriptions for emulator scenarios: frozen dataclasses, no behaviour.
+
+Positions count the wire frames the scenario renders for the request (keepalives and other
+injected frames excluded), 0-based. With ``kind`` set, only frames of that kind are counted
+(``start``, ``block``, ``reasoning``, ``text``, ``refusal``, ``tool_start``, ``tool_args``,
+``tool_end``, ``finish``, ``usage``, ``end``, ``raw``): ``DropAfter(2, kind="tool_args")`` drops the
+connection right after the second argument fragment, ``DropMidFrame(1, kind="tool_args")`` cuts the
+second argument fragment in half. Positions past the end are clamped to the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+KeepaliveKind = Literal["comment", "data", "event", "ping"]
+
+
+@dataclass(frozen=True)
+class DropAfter:
+    """Close the connection abruptly after ``frames`` frames (of ``kind``, when given)."""
+
+    frames: int = 0
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class DropMidFrame:
+    """Send half of frame number ``frame`` (0-based, of ``kind`` when given), then close abruptly."""
+
+    frame: int = 0
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class DropAfterBytes:
+    """Close the connection abruptly once ``nbytes`` body bytes have been sent."""
+
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Go silent for ``seconds`` after ``frames`` frames; then continue, or drop (``then="drop"``).
+
+    A stall ends early when the server stops or the client closes the connection.
+    """
+
+    frames: int = 0
+    seconds: float = 1.0
+    kind: str | None = None
+    then: Literal["continue", "drop"] = "continue"
+
+
+@dataclass(frozen=True)
+class Keepalives:
+    """Interleave keepalive frames: ``count`` of ``kind`` before every ``every``-th frame.
+
+    ``comment`` is ``: ping``; ``data`` is a bare ``data:``; ``event`` is ``event: ping`` with no
+    data; ``ping`` is Anthropic's ``event: ping`` with a ``{"type": "ping"}`` payload.
+    Ignored by Bedrock (the event stream has no keepalive).
+    """
+
+    kind: KeepaliveKind = "comment"
+    every: int = 1
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class KeepaliveOnly:
+    """Answer 200 with only ``count`` keepalive frames (``interval`` s apart), then a clean EOF."""
+
+    count: int = 3
+    kind: KeepaliveKind = "comment"
+    interval: float = 0.0
+
+
+@dataclass(frozen=True)
+class MalformedFrame:
+    """Insert a data frame whose payload is not JSON after ``frames`` frames (stream continues)."""
+
+    frames: int = 0
+    payload: str = "{this is not json"
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class StreamError:
+    """An error carried inside a 200 stream after ``frames`` frames; the stream then ends.
+
+    Chat: ``data: {"error": {...}}``; Anthropic: ``event: error``; Responses: ``response.failed``
+    (or an ``error`` event with ``responses_event="error"``); Bedrock: an exception message of type
+    ``bedrock_exception``.
+    """
+
+    frames: int = 0
+    message: str = "The server had an error while processing your request."
+    code: str = "server_error"
+    error_type: str = "api_error"
+    kind: str | None = None
+    responses_event: Literal["response.failed", "error"] = "response.failed"
+    bedrock_exception: str = "internalServerException"
+
+
+@dataclass(frozen=True)
+class HttpError:
+    """Answer with HTTP ``status`` and a JSON error body in the wire's format.
+
+    ``body`` overrides the whole body (a mapping is sent as JSON, ``str``/``bytes`` verbatim).
+    ``stream_only`` limits the error to streaming requests.
+    """
+
+    status: int = 500
+    message: str | None = None
+    body: Mapping[str, Any] | str | bytes | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    stream_only: bool = False
+
+
+@dataclass(frozen=True)
+class RejectStreamOptions:
+    """When the request body contains ``stream_options``: 400 (OpenAI style) or 422 (pydantic
+    "extra inputs" style) naming it as unrecognized. Requests without it are served normally."""
+
+    status: int = 400
+
+
+@dataclass(frozen=True)
+class StreamingUnsupported:
+    """Streaming requests get 400 "streaming is not supported"; non-streaming ones are served."""
+
+    status: int = 400
+    message: str = "Streaming is not supported for this model. Retry with stream=false."
+
+
+@dataclass(frozen=True)
+class NonStreamingBody:
+    """Answer a ``stream: true`` request with the finished, non-streaming JSON body."""
+
+
+@dataclass(frozen=True)
+class EmptyBody:
+    """Answer 200 with the streaming content type and no frames at all."""
+
+
+@dataclass(frozen=True)
+class BedrockAccessDenied:
+    """Bedrock only: HTTP 403 AccessDeniedException for ``converse-stream`` (naming
+    ``bedrock:InvokeModelWithResponseStream``); ``converse`` is served normally."""
+
+
+@dataclass(frozen=True)
+class CorruptCrc:
+    """Bedrock only: flip the message CRC of frame ``frame`` (0-based, of ``kind`` when given)."""
+
+    frame: int = 0
+    kind: str | None = None
+
+
+Fault = (
+    DropAfter
+    | DropMidFrame
+    | DropAfterBytes
+    | Stall
+    | Keepalives
+    | KeepaliveOnly
+    | MalformedFrame
+    | StreamError
+    | HttpError
+    | RejectStreamOptions
+    | StreamingUnsupported
+    | NonStreamingBody
+    | EmptyBody
+    | BedrockAccessDenied
+    | CorruptCrc
+)

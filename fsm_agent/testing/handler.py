@@ -1,0 +1,249 @@
+"""The emulator's request handler: routes each HTTP request to a wire renderer, records it, and
+serves the next scripted scenario — error answers, finished JSON bodies, or a chunked stream executed
+from the send plan (writes, pauses, stalls that end when the server stops, abrupt closes)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import selectors
+import socket
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from fsm_agent.testing import faults as F
+from fsm_agent.testing.frames import (
+    Abort,
+    Action,
+    Frame,
+    Pause,
+    RequestContext,
+    Silence,
+    Wire,
+    Write,
+    build_plan,
+    dumps,
+    keepalive_plan,
+    status_message,
+)
+from fsm_agent.testing.scenario import Scenario
+
+if TYPE_CHECKING:
+    from fsm_agent.testing.server import EmulatorServer
+
+_BEDROCK_PATH = re.compile(r"^/model/(?P<model>[^/]+)/(?P<op>converse|converse-stream)$")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the emulator received. ``body`` is the parsed JSON (None when not JSON)."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+    raw_body: bytes
+    api: str | None
+    stream: bool
+    scenario: Scenario | None = field(default=None, repr=False)
+
+
+def make_wires() -> dict[str, Wire]:
+    from fsm_agent.testing.anthropic_wire import AnthropicWire
+    from fsm_agent.testing.bedrock_wire import BedrockWire
+    from fsm_agent.testing.chat import ChatWire
+    from fsm_agent.testing.responses_wire import ResponsesWire
+
+    wires: list[Wire] = [ChatWire(), ResponsesWire(), AnthropicWire(), BedrockWire()]
+    return {w.api: w for w in wires}
+
+
+def route(path: str) -> tuple[str | None, bool | None, str]:
+    """(api, stream flag forced by the path or None, bedrock model id) for a request path."""
+    m = _BEDROCK_PATH.match(path)
+    if m:
+        return "bedrock_converse", m.group("op") == "converse-stream", unquote(m.group("model"))
+    if path.endswith("/chat/completions"):
+        return "chat_completions", None, ""
+    if path.endswith("/responses"):
+        return "responses", None, ""
+    if path.endswith("/messages"):
+        return "anthropic_messages", None, ""
+    return None, None, ""
+
+
+class EmulatorHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: EmulatorServer
+    _seq = 0
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._record(b"", None, None, False, None)
+        self._send_json(404, {"error": {"message": f"Unknown path {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        if raw is None:
+            return
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        path = urlsplit(self.path).path
+        api, forced_stream, model_id = route(path)
+        mapping = body if isinstance(body, dict) else {}
+        stream = forced_stream if forced_stream is not None else mapping.get("stream") is True
+        if api is None:
+            self._record(raw, body, None, stream, None)
+            self._send_json(404, {"error": {"message": f"Unknown path {path}", "type": "not_found"}})
+            return
+        emu = self.server.emulator
+        sc = emu._next_scenario()
+        self._record(raw, body, api, stream, sc)
+        self._seq = emu._count()
+        ctx = RequestContext(api, path, mapping, self._seq, int(time.time()), stream, model_id)
+        try:
+            self._serve(sc, emu._wires[api], ctx)
+        except OSError:
+            self.close_connection = True
+
+    def _record(self, raw: bytes, body: Any, api: str | None, stream: bool, sc: Scenario | None) -> None:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        req = Request(self.command, self.path, headers, body, raw, api, stream, sc)
+        self.server.emulator._record(req)
+
+    def _read_body(self) -> bytes | None:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            parts: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    # ------------------------------------------------------------------ responses
+
+    def _send_bytes(self, status: int, data: bytes, ctype: str, headers: Mapping[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-request-id", f"req_emu{self._seq}")
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
+        if isinstance(body, bytes):
+            data = body
+        else:
+            data = body.encode() if isinstance(body, str) else dumps(body).encode()
+        self._send_bytes(status, data, "application/json", headers or {})
+
+    def _serve(self, sc: Scenario, wire: Wire, ctx: RequestContext) -> None:
+        err = sc.fault(F.HttpError)
+        if err is not None and (ctx.stream or not err.stream_only):
+            if err.body is not None:
+                self._send_json(err.status, err.body, err.headers)
+            else:
+                body, headers = wire.error_body(err.status, err.message or status_message(err.status))
+                self._send_json(err.status, body, {**headers, **err.headers})
+            return
+        rso = sc.fault(F.RejectStreamOptions)
+        if rso is not None and "stream_options" in ctx.body:
+            body, headers = wire.reject_stream_options(rso.status, ctx)
+            self._send_json(rso.status, body, headers)
+            return
+        if sc.fault(F.BedrockAccessDenied) is not None and ctx.api == "bedrock_converse" and ctx.stream:
+            from fsm_agent.testing.bedrock_wire import access_denied
+
+            body, headers = access_denied(ctx)
+            self._send_json(403, body, headers)
+            return
+        unsupported = sc.fault(F.StreamingUnsupported)
+        if unsupported is not None and ctx.stream:
+            body, headers = wire.error_body(unsupported.status, unsupported.message)
+            self._send_json(unsupported.status, body, headers)
+            return
+        delay = sc.frame_delay if sc.frame_delay is not None else self.server.emulator.frame_delay
+        if sc.raw is not None:
+            frames = [Frame(f.encode() if isinstance(f, str) else f, "raw") for f in sc.raw]
+            self._stream(sc.raw_content_type, build_plan(frames, wire, sc, ctx, delay))
+            return
+        if not ctx.stream or sc.fault(F.NonStreamingBody) is not None:
+            for stall in sc.faults_of(F.Stall):
+                if not self._silence(stall.seconds) or stall.then == "drop":
+                    self._abort()
+                    return
+            self._send_json(200, wire.json_body(sc, ctx))
+            return
+        if sc.fault(F.EmptyBody) is not None:
+            self._stream(wire.stream_content_type, [])
+            return
+        only = sc.fault(F.KeepaliveOnly)
+        if only is not None:
+            self._stream(wire.stream_content_type, keepalive_plan(wire, only))
+            return
+        frames = wire.stream_frames(sc, ctx)
+        self._stream(wire.stream_content_type, build_plan(frames, wire, sc, ctx, delay))
+
+    def _stream(self, ctype: str, plan: Iterable[Action]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("x-request-id", f"req_emu{self._seq}")
+        self.end_headers()
+        for action in plan:
+            if isinstance(action, Write):
+                if action.data:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(action.data), action.data))
+            elif isinstance(action, Pause | Silence):
+                if not self._silence(action.seconds):
+                    self._abort()
+                    return
+            elif isinstance(action, Abort):
+                self._abort()
+                return
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _silence(self, seconds: float) -> bool:
+        """Wait; False when the server is stopping or the client closed the connection."""
+        emu = self.server.emulator
+        deadline = time.monotonic() + seconds
+        with selectors.DefaultSelector() as sel:
+            sel.register(emu._wake_r, selectors.EVENT_READ)
+            sel.register(self.connection, selectors.EVENT_READ)
+            while True:
+                if emu._stopping.is_set():
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                for key, _ in sel.select(left):
+                    if key.fileobj is emu._wake_r:
+                        return False
+                    try:
+                        peek = self.connection.recv(1, socket.MSG_PEEK)
+                    except OSError:
+                        return False
+                    if not peek:
+                        return False
+                    sel.unregister(self.connection)  # pipelined bytes: stop watching, keep waiting
+
+    def _abort(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,247 @@
+"""Declarative scenarios for the provider emulator: what one response (one attempt) contains.
+
+A :class:`Scenario` is a frozen description of one answer — content steps (text, reasoning,
+refusal, tool calls), finish reason, usage, Chat-Completions shape options, faults and timing — that
+every wire renderer (Chat Completions, Responses, Anthropic Messages, Bedrock ConverseStream) turns
+into the same content in its own format. :meth:`Scenario.blocks` expands the steps into neutral
+blocks of chunks, so every wire splits text and arguments identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fsm_agent.testing.faults import Fault
+
+BlockKind = Literal["reasoning", "text", "refusal", "tool"]
+
+
+@dataclass(frozen=True)
+class Text:
+    """Visible answer text, streamed in chunks (``chunk_size`` chars; None → a few words)."""
+
+    text: str
+    chunk_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """Reasoning / thinking text; ``signature`` is sent where the wire carries one."""
+
+    text: str
+    signature: str = "emu-signature"
+    chunk_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refusal message (Chat ``delta.refusal``, Responses refusal part; text elsewhere)."""
+
+    text: str
+    chunk_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call. ``arguments`` is the exact JSON text the model emits (it may be invalid).
+
+    ``id`` defaults to a per-wire generated id; an ``int`` id is sent as a JSON number by Chat
+    Completions with ``ChatShape.integer_tool_ids`` semantics (and as a string elsewhere).
+    ``extra_content`` is attached to the Chat tool-call delta (Gemini thought signatures).
+    """
+
+    name: str
+    arguments: str = "{}"
+    id: str | int | None = None
+    extra_content: Mapping[str, Any] | None = None
+    arg_fragment: int | None = None
+
+
+Step = Text | Reasoning | Refusal | ToolCall
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage in OpenAI terms: ``input_tokens`` includes ``cached_tokens``."""
+
+    input_tokens: int = 10
+    output_tokens: int = 20
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class ChatShape:
+    """Chat-Completions-only variations seen from OpenAI-compatible hosts.
+
+    - ``content_blocks``: ``delta.content`` is ``[{"type": "text", "text": ...}]``.
+    - ``sparse``: omit optional keys (role, null finish_reason, logprobs, tool ``type``...).
+    - ``args_before_name``: the first tool-call delta carries an argument fragment, the name follows.
+    - ``integer_tool_ids``: tool-call ids are JSON integers (the call's position when no int id given).
+    - ``no_tool_index``: tool-call deltas carry no ``index`` (Gemini style).
+    - ``reasoning_field``: delta key that carries reasoning (``reasoning_content`` or ``reasoning``).
+    """
+
+    content_blocks: bool = False
+    sparse: bool = False
+    args_before_name: bool = False
+    integer_tool_ids: bool = False
+    no_tool_index: bool = False
+    reasoning_field: str = "reasoning_content"
+    system_fingerprint: str | None = "fp_emulator"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A neutral content block: its kind, its chunks, and the step it came from."""
+
+    kind: BlockKind
+    chunks: tuple[str, ...]
+    step: Step
+    tool_index: int = -1
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
+def split_words(text: str, words: int = 3) -> tuple[str, ...]:
+    """Split ``text`` into pieces of ``words`` words, spaces kept attached; exact round trip."""
+    pieces: list[str] = []
+    current = ""
+    count = 0
+    in_space = False
+    for ch in text:
+        is_space = ch.isspace()
+        if in_space and not is_space:
+            count += 1
+            if count >= words:
+                pieces.append(current)
+                current, count = "", 0
+        current += ch
+        in_space = is_space
+    if current:
+        pieces.append(current)
+    return tuple(pieces)
+
+
+def split_chars(text: str, size: int) -> tuple[str, ...]:
+    """Split ``text`` into pieces of ``size`` characters (at least one char each)."""
+    size = max(1, size)
+    return tuple(text[i : i + size] for i in range(0, len(text), size))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scripted response. Every field is optional; see the module docs for semantics.
+
+    ``steps`` are rendered in order. ``finish_reason`` is in Chat Completions terms (``stop``,
+    ``tool_calls``, ``length``, ``content_filter``; other values pass through); None derives it:
+    ``tool_calls`` when the scenario has tool calls, else ``stop``. ``usage=None`` sends no usage.
+    ``model=None`` echoes the request's model. ``raw`` replaces the rendered frames with verbatim
+    frames (``bytes`` or ``str``), each counted as one frame by faults, sent with ``raw_content_type``
+    whatever the request. ``frame_delay`` (seconds) overrides the emulator's default pause between
+    frames.
+    """
+
+    steps: tuple[Step, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage | None = field(default_factory=Usage)
+    model: str | None = None
+    id: str | None = None
+    chunk_size: int | None = None
+    arg_fragment: int = 16
+    chat: ChatShape = field(default_factory=ChatShape)
+    faults: tuple[Fault, ...] = ()
+    raw: tuple[bytes | str, ...] | None = None
+    raw_content_type: str = "text/event-stream"
+    frame_delay: float | None = None
+    name: str = ""
+
+    @classmethod
+    def build(
+        cls,
+        text: str | None = None,
+        *,
+        reasoning: str | None = None,
+        refusal: str | None = None,
+        tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
+        faults: tuple[Fault, ...] | list[Fault] = (),
+        **options: Any,
+    ) -> Scenario:
+        """Shortcut: reasoning, then text, then refusal, then tool calls; other fields by keyword."""
+        steps: list[Step] = []
+        if reasoning is not None:
+            steps.append(Reasoning(reasoning))
+        if text is not None:
+            steps.append(Text(text))
+        if refusal is not None:
+            steps.append(Refusal(refusal))
+        steps.extend(tool_calls)
+        return cls(steps=tuple(steps), faults=tuple(faults), **options)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(s for s in self.steps if isinstance(s, ToolCall))
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.steps if isinstance(s, Text))
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(s.text for s in self.steps if isinstance(s, Reasoning))
+
+    @property
+    def refusal(self) -> str:
+        return "".join(s.text for s in self.steps if isinstance(s, Refusal))
+
+    def resolved_finish_reason(self) -> str:
+        if self.finish_reason is not None:
+            return self.finish_reason
+        return "tool_calls" if self.tool_calls else "stop"
+
+    def fault(self, kind: type[Any]) -> Any:
+        """The first fault of the given class, or None."""
+        for f in self.faults:
+            if isinstance(f, kind):
+                return f
+        return None
+
+    def faults_of(self, kind: type[Any]) -> list[Any]:
+        return [f for f in self.faults if isinstance(f, kind)]
+
+    def _chunks(self, text: str, size: int | None) -> tuple[str, ...]:
+        size = size if size is not None else self.chunk_size
+        if not text:
+            return ()
+        return split_chars(text, size) if size is not None else split_words(text)
+
+    def blocks(self) -> list[Block]:
+        """Expand the steps into neutral blocks of chunks (tool blocks: argument fragments)."""
+        out: list[Block] = []
+        tool_index = 0
+        for step in self.steps:
+            if isinstance(step, ToolCall):
+                size = step.arg_fragment if step.arg_fragment is not None else self.arg_fragment
+                frags = split_chars(step.arguments, size) if step.arguments else ()
+                out.append(Block("tool", frags, step, tool_index))
+                tool_index += 1
+            elif isinstance(step, Reasoning):
+                out.append(Block("reasoning", self._chunks(step.text, step.chunk_size), step))
+            elif isinstance(step, Refusal):
+                out.append(Block("refusal", self._chunks(step.text, step.chunk_size), step))
+            else:
+                out.append(Block("text", self._chunks(step.text, step.chunk_size), step))
+        return out
+
+
+def text(value: str, **options: Any) -> Scenario:
+    """A scenario that answers ``value`` as plain text."""
+    return Scenario.build(value, **options)
