@@ -374,7 +374,7 @@ class RequestMachine:
             stub=True,
             model=self.acc.model,
             id=self.acc.response_id,
-            reasoning="".join(self.acc.reasoning_parts) or None,
+            reasoning=self.acc.reasoning_parts.join() or None,
         )
         out: list[Output] = []
         if names:

@@ -69,7 +69,8 @@ class Keepalives:
 
 @dataclass(frozen=True)
 class KeepaliveOnly:
-    """Answer 200 with only ``count`` keepalive frames (``interval`` s apart), then a clean EOF."""
+    """Answer 200 with only ``count`` keepalive frames (``interval`` s apart), then a clean EOF.
+    On Bedrock, which has no keepalive, the body is empty."""
 
     count: int = 3
     kind: KeepaliveKind = "comment"

@@ -82,6 +82,11 @@ class EmulatorHandler(BaseHTTPRequestHandler):
     server: EmulatorServer
     _seq = 0
 
+    def setup(self) -> None:
+        super().setup()
+        with contextlib.suppress(OSError):  # every frame goes out at once, as a streaming server does
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 

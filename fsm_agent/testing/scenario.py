@@ -47,9 +47,10 @@ class Refusal:
 class ToolCall:
     """One tool call. ``arguments`` is the exact JSON text the model emits (it may be invalid).
 
-    ``id`` defaults to a per-wire generated id; an ``int`` id is sent as a JSON number by Chat
-    Completions with ``ChatShape.integer_tool_ids`` semantics (and as a string elsewhere).
+    ``id`` defaults to a generated id (``call_…``, ``toolu_…``, ``tooluse_…``); an ``int`` id is
+    sent as a JSON number by Chat Completions and as a string by the other wires.
     ``extra_content`` is attached to the Chat tool-call delta (Gemini thought signatures).
+    ``arg_fragment`` overrides the scenario's fragment size for this call.
     """
 
     name: str
@@ -240,8 +241,3 @@ class Scenario:
             else:
                 out.append(Block("text", self._chunks(step.text, step.chunk_size), step))
         return out
-
-
-def text(value: str, **options: Any) -> Scenario:
-    """A scenario that answers ``value`` as plain text."""
-    return Scenario.build(value, **options)

@@ -22,6 +22,7 @@ THREAD_PREFIX = "fsm-emulator"
 
 __all__ = ["THREAD_PREFIX", "Emulator", "EmulatorServer", "Request"]
 
+
 class EmulatorServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True

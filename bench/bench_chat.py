@@ -1,0 +1,143 @@
+"""Chat Completions benchmarks (issue 2): per-chunk cost, linear growth, stall detection.
+
+Run: .venv/bin/python bench/bench_chat.py   (or `make bench`). Prints ratios measured side by side
+in one process; medians of 5 runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import chat_body, median_time, memory_openai_client  # noqa: E402
+
+import fsm_agent  # noqa: E402
+from fsm_agent.accumulator import Accumulator  # noqa: E402
+
+PARAMS = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def per_chunk_cost() -> None:
+    # 20,000 chunks: 10,000 text chunks, then a tool call with 200 KB of arguments in 20-byte fragments.
+    body, text, payload = chat_body(text_chunks=10_000, args_total=200_000, arg_fragment=20)
+    chunks = body.count(b"\n\n")
+    client = memory_openai_client(body)
+    session = fsm_agent.Session()
+
+    def run_fsm() -> None:
+        result = session.stream(client, PARAMS)
+        assert result.content == text and result.tool_calls[0].arguments == payload
+
+    def run_sdk() -> None:
+        stream = client.chat.completions.create(**PARAMS, stream=True)
+        texts: list[str] = []
+        args: list[str] = []
+        for chunk in stream:
+            if chunk.choices:
+                delta = chunk.choices[0].delta
+                if delta.content:
+                    texts.append(delta.content)
+                for call in delta.tool_calls or ():
+                    if call.function and call.function.arguments:
+                        args.append(call.function.arguments)
+        assert "".join(texts) == text and "".join(args) == payload
+
+    def run_floor() -> None:
+        for block in body.split(b"\n\n"):
+            if block and block != b"data: [DONE]":
+                json.loads(block[6:])
+
+    a = median_time(run_fsm)
+    b = median_time(run_sdk)
+    c = median_time(run_floor)
+    print(f"per-chunk cost, {chunks} chunks, medians of 5 runs")
+    print(f"  (a) session.stream()        {a * 1e6 / chunks:7.2f} us/chunk")
+    print(f"  (b) openai SDK stream loop  {b * 1e6 / chunks:7.2f} us/chunk")
+    print(f"  (c) SSE split + json.loads  {c * 1e6 / chunks:7.2f} us/chunk")
+    print(f"  a/b = {a / b:.3f}  (goal <= 0.25)    a/c = {a / c:.2f}  (goal <= 3)")
+
+
+def linear_growth() -> None:
+    print("linear growth: tool arguments in 1-character fragments through session.stream()")
+    times = {}
+    for size in (100_000, 1_000_000):
+        body, _, payload = chat_body(text_chunks=0, args_total=size, arg_fragment=1)
+        client = memory_openai_client(body)
+        session = fsm_agent.Session(max_bytes=1 << 30)
+
+        def run(client: object = client, payload: str = payload, session: fsm_agent.Session = session) -> None:
+            result = session.stream(client, PARAMS)
+            assert result.tool_calls[0].arguments == payload
+
+        times[size] = median_time(run, runs=3)
+        print(f"  {size:>9,} bytes: {times[size]:.2f} s")
+    print(f"  ratio 1 MB / 100 KB = {times[1_000_000] / times[100_000]:.1f}  (goal <= 10)")
+    # Peak extra memory of accumulation alone (the wire bytes are transient): 1 MB in 1-char pieces.
+    payload = "é" + "x" * 999_999
+    gc.collect()
+    tracemalloc.start()
+    acc = Accumulator()
+    for ch in payload:
+        acc.tool_delta(0, "id", "write_file", ch, None)
+    assert acc.build().tool_calls[0].arguments == payload
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    size = len(payload.encode())
+    print(f"  accumulating {size:,} bytes in 1-char fragments: peak {peak:,} bytes = {peak / size:.2f}x (goal < 3x)")
+
+
+def stall_detection() -> None:
+    from fsm_agent.testing import Emulator, Scenario, Stall
+
+    print("stall detection: stale_timeout=0.5, emulator silent for 5 s after the first frame")
+    import openai
+
+    delays = []
+    cpu = []
+    with Emulator() as emulator:
+        client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="sk-bench", max_retries=0)
+        for _ in range(5):
+            emulator.script(Scenario.build("hello", faults=[Stall(1, seconds=5)]))
+            session = fsm_agent.Session(retries=0, stale_timeout=0.5)
+            started = time.monotonic()
+            cpu_start = resource.getrusage(resource.RUSAGE_SELF)
+            try:
+                session.stream(client, PARAMS)
+            except fsm_agent.StreamStalledError:
+                pass
+            cpu_end = resource.getrusage(resource.RUSAGE_SELF)
+            elapsed = time.monotonic() - started
+            delays.append(elapsed - 0.5)
+            cpu.append((cpu_end.ru_utime + cpu_end.ru_stime) - (cpu_start.ru_utime + cpu_start.ru_stime))
+        # CPU burned while waiting out a long stall: one 5 s wait with stale_timeout 5.
+        emulator.script(Scenario.build("hello", faults=[Stall(1, seconds=6)]))
+        session = fsm_agent.Session(retries=0, stale_timeout=5)
+        cpu_start = resource.getrusage(resource.RUSAGE_SELF)
+        try:
+            session.stream(client, PARAMS)
+        except fsm_agent.StreamStalledError:
+            pass
+        cpu_end = resource.getrusage(resource.RUSAGE_SELF)
+        long_cpu = (cpu_end.ru_utime + cpu_end.ru_stime) - (cpu_start.ru_utime + cpu_start.ru_stime)
+        client.close()
+    delays.sort()
+    print(f"  deadline -> request ended (incl. first frame): median {delays[2] * 1000:.0f} ms, "
+          f"max {delays[-1] * 1000:.0f} ms  (goal < 250 ms)")
+    print(f"  process CPU during a 5 s stall: {long_cpu:.3f} s  (goal < 0.1 s)")
+
+
+if __name__ == "__main__":
+    which = sys.argv[1:] or ["chunks", "linear", "stall"]
+    if "chunks" in which:
+        per_chunk_cost()
+    if "linear" in which:
+        linear_growth()
+    if "stall" in which:
+        stall_detection()

@@ -1,0 +1,200 @@
+"""Shared helpers for the driver tests: real `openai` clients on the emulator, leak checks, spies.
+
+`LeakCheck` proves a request left nothing behind: no thread besides those alive when it was made,
+no HTTP request still in flight in a caller's connection pool, and — once the caller's clients are
+closed — no connection open on the emulator. `AttemptSpy` records every attempt the Chat Completions
+adapter opened, so a test can assert that each stream was closed exactly once. Helpers never
+change the library's behaviour.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+import pytest
+
+from fsm_agent.providers import openai_chat
+from fsm_agent.providers.base import Attempt
+from fsm_agent.testing import Emulator
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def params(model: str = "gpt-4.1-mini", **extra: Any) -> dict[str, Any]:
+    return {"model": model, "messages": [dict(m) for m in MESSAGES], **extra}
+
+
+def make_client(emulator: Emulator, **kwargs: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=emulator.openai_base_url, api_key="sk-test", max_retries=0, **kwargs)
+
+
+def busy_connections(client: openai.OpenAI) -> int:
+    """HTTP connections of `client`'s pool still serving a request (a response never closed)."""
+    pool = client._client._transport._pool  # httpx2.HTTPTransport → httpcore2.ConnectionPool
+    return sum(1 for conn in pool.connections if not conn.is_idle() and not conn.is_closed())
+
+
+@dataclass
+class LeakCheck:
+    """Snapshot the threads now; `assert_clean()` later proves nothing was left running or open."""
+
+    emulator: Emulator
+    clients: list[openai.OpenAI] = field(default_factory=list)
+    threads_before: set[threading.Thread] = field(default_factory=lambda: set(threading.enumerate()))
+
+    def client(self, **kwargs: Any) -> openai.OpenAI:
+        """A caller's client, closed by `assert_clean()` after checking its pool is idle."""
+        made = make_client(self.emulator, **kwargs)
+        self.clients.append(made)
+        return made
+
+    def extra_threads(self) -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t not in self.threads_before and t.is_alive()]
+
+    def assert_clean(self, timeout: float = 2.0) -> None:
+        for client in self.clients:
+            assert busy_connections(client) == 0, "a response was left open in the caller's pool"
+        for client in self.clients:
+            client.close()
+        assert self.emulator.wait_idle(timeout), (
+            f"{self.emulator.open_connections} connection(s) still open on the emulator"
+        )
+        deadline = time.monotonic() + timeout
+        while self.extra_threads() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = self.extra_threads()
+        assert not left, f"threads left running: {[t.name for t in left]}"
+
+
+@pytest.fixture
+def leaks(emulator: Emulator) -> Iterator[LeakCheck]:
+    """A LeakCheck made after the emulator started; tests call `leaks.assert_clean()` at the end."""
+    yield LeakCheck(emulator)
+
+
+class AttemptSpy:
+    """Every Attempt the Chat Completions adapter returned, in order."""
+
+    def __init__(self) -> None:
+        self.attempts: list[Attempt] = []
+
+    def assert_each_closed_once(self, count: int | None = None) -> None:
+        if count is not None:
+            assert len(self.attempts) == count, f"{len(self.attempts)} attempts opened, wanted {count}"
+        for i, attempt in enumerate(self.attempts):
+            assert attempt.closed, f"attempt {i + 1}'s stream was never closed"
+            assert attempt.close_calls == 1, f"attempt {i + 1} closed {attempt.close_calls} times"
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> AttemptSpy:
+    recorder = AttemptSpy()
+    original = openai_chat.ChatCompletionsAdapter.open
+
+    def open_and_record(self: Any, *args: Any, **kwargs: Any) -> Attempt:
+        attempt = original(self, *args, **kwargs)
+        recorder.attempts.append(attempt)
+        return attempt
+
+    monkeypatch.setattr(openai_chat.ChatCompletionsAdapter, "open", open_and_record)
+    return recorder
+
+
+class Collect:
+    """Callback recorder: `texts`, `reasoning`, `tools`, `statuses`, `activity`, and the merged order."""
+
+    def __init__(self) -> None:
+        self.texts: list[Any] = []
+        self.reasoning: list[Any] = []
+        self.tools: list[tuple[int, str]] = []
+        self.statuses: list[str] = []
+        self.activity: list[str] = []
+        self.order: list[tuple[str, Any]] = []
+
+    def on_text(self, text: Any) -> None:
+        self.texts.append(text)
+        self.order.append(("text", text))
+
+    def on_reasoning(self, text: Any) -> None:
+        self.reasoning.append(text)
+        self.order.append(("reasoning", text))
+
+    def on_tool_call(self, index: int, name: str) -> None:
+        self.tools.append((index, name))
+        self.order.append(("tool", (index, name)))
+
+    def on_status(self, message: str) -> None:
+        self.statuses.append(message)
+        self.order.append(("status", message))
+
+    def on_activity(self, kind: str) -> None:
+        self.activity.append(kind)
+
+    def callbacks(self, *, activity: bool = False) -> dict[str, Callable[..., Any]]:
+        out: dict[str, Callable[..., Any]] = {
+            "on_text": self.on_text,
+            "on_reasoning": self.on_reasoning,
+            "on_tool_call": self.on_tool_call,
+            "on_status": self.on_status,
+        }
+        if activity:
+            out["on_activity"] = self.on_activity
+        return out
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+
+def sse(payload: dict[str, Any] | str, *, event: str | None = None, newline: str = "\n") -> bytes:
+    """One SSE frame (for a scenario's raw frames)."""
+    import json
+
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    head = f"event: {event}{newline}" if event else ""
+    return f"{head}data: {data}{newline}{newline}".encode()
+
+
+def chunk(
+    delta: dict[str, Any] | None = None,
+    *,
+    finish_reason: str | None = None,
+    usage: dict[str, Any] | None = None,
+    choices: bool = True,
+    cid: str = "chatcmpl-raw",
+    model: str = "raw-model",
+) -> dict[str, Any]:
+    """A chat.completion.chunk dict."""
+    body: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": 1, "model": model}
+    body["choices"] = (
+        [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}] if choices else []
+    )
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def text_frames(*pieces: str, finish: str = "stop") -> tuple[bytes, ...]:
+    """Raw frames of a plain text answer ending in `[DONE]`."""
+    frames = [sse(chunk({"role": "assistant", "content": ""}))]
+    frames.extend(sse(chunk({"content": piece})) for piece in pieces)
+    frames.append(sse(chunk({}, finish_reason=finish)))
+    frames.append(DONE)
+    return tuple(frames)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return predicate()

@@ -1,0 +1,375 @@
+"""The transition table and the sans-IO machine, fed bare events (no I/O, no SDK)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import structlog
+
+from fsm_agent import actions as act
+from fsm_agent.errors import (
+    EmptyStreamError,
+    MachineError,
+    ProviderStreamError,
+    ProviderUnresponsiveError,
+    StreamingUnsupportedError,
+    StreamStalledError,
+)
+from fsm_agent.events import (
+    AttemptClosed,
+    AttemptFailed,
+    FallbackFinished,
+    FinishedResponse,
+    FinishReason,
+    Interrupt,
+    ReasoningDelta,
+    RefusalDelta,
+    StaleTimeout,
+    Start,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+)
+from fsm_agent.guards import GUARDS, RequestContext
+from fsm_agent.machine import NON_TERMINAL, TABLE, TERMINAL, State
+from fsm_agent.request import RECONNECT_MARKER, RequestMachine
+
+
+def _machine(**settings: object) -> RequestMachine:
+    return RequestMachine(RequestContext(**settings), request_id="test")  # type: ignore[arg-type]
+
+
+def _path(machine: RequestMachine) -> list[tuple[str, str, str]]:
+    return [(r.trigger, r.source, r.dest) for r in machine.records]
+
+
+def _kinds(outputs: tuple[object, ...]) -> list[type]:
+    return [type(o) for o in outputs]
+
+
+def _drop() -> AttemptFailed:
+    return AttemptFailed(httpx.RemoteProtocolError("peer closed connection"))
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+
+def _edges() -> list[tuple[State, State]]:
+    edges = []
+    for row in TABLE:
+        for source in row["source"]:
+            edges.append((source, row["dest"] or source))
+    return edges
+
+
+def test_every_state_is_reachable_from_idle() -> None:
+    reached = {State.IDLE}
+    frontier = [State.IDLE]
+    edges = _edges()
+    while frontier:
+        state = frontier.pop()
+        for source, dest in edges:
+            if source is state and dest not in reached:
+                reached.add(dest)
+                frontier.append(dest)
+    assert reached == set(State)
+
+
+def test_every_non_terminal_state_has_an_exit_and_terminals_have_none() -> None:
+    for state in NON_TERMINAL:
+        assert any(source is state and dest is not state for source, dest in _edges()), state
+    for state in TERMINAL:
+        assert not any(source is state for source, _ in _edges()), state
+
+
+def test_every_non_terminal_state_can_reach_a_terminal_state() -> None:
+    edges = _edges()
+    for start in NON_TERMINAL:
+        seen, frontier = {start}, [start]
+        while frontier:
+            state = frontier.pop()
+            for source, dest in edges:
+                if source is state and dest not in seen:
+                    seen.add(dest)
+                    frontier.append(dest)
+        assert seen & set(TERMINAL), start
+
+
+def test_every_guard_is_used_and_every_named_guard_exists() -> None:
+    used = set()
+    for row in TABLE:
+        used.update(row.get("conditions", []))
+        used.update(row.get("unless", []))
+    assert used == set(GUARDS)
+
+
+def test_every_guarded_trigger_ends_with_an_unguarded_row_or_is_covered() -> None:
+    # For each (trigger, source) the last row tried must be unconditional, so no event is dropped,
+    # except where the event handler guarantees the guard (internal tool rows).
+    rows: dict[tuple[str, State], list[dict[str, object]]] = {}
+    for row in TABLE:
+        for source in row["source"]:
+            rows.setdefault((row["trigger"], source), []).append(row)
+    for key, candidates in rows.items():
+        last = candidates[-1]
+        assert not last.get("conditions") and not last.get("unless"), key
+
+
+# -- fed bare events ---------------------------------------------------------------------------
+
+
+def test_happy_text_stream_records() -> None:
+    m = _machine()
+    assert _kinds(m.feed(Start(), 0.0)) == [act.OpenAttempt]
+    assert m.feed(TextDelta("Hi"), 0.1) == (TextDelta("Hi"),)
+    assert m.feed(TextDelta(" there"), 0.2) == (TextDelta(" there"),)
+    assert m.feed(FinishReason("stop"), 0.3) == ()
+    out = m.feed(StreamEnd(frames=3), 0.4)
+    assert _kinds(out) == [act.CloseAttempt, act.Remember, act.Finish]
+    result = out[-1].result  # type: ignore[attr-defined]
+    assert result.content == "Hi there" and result.finish_reason == "stop" and result.attempts == 1
+    assert _path(m) == [
+        ("start", "idle", "connecting"),
+        ("text", "connecting", "streaming_text"),
+        ("finish", "streaming_text", "finishing"),
+        ("end", "finishing", "done"),
+    ]
+    assert [r.seq for r in m.records] == [0, 1, 2, 3]
+    assert [r.t for r in m.records] == [0.0, 0.1, 0.3, 0.4]
+
+
+def test_deltas_without_phase_change_make_no_records() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    for i in range(100):
+        m.feed(TextDelta(f"w{i} "), 0.1)
+    assert len(m.records) == 2
+    assert m.ctx.delivered_chars == sum(len(f"w{i} ") for i in range(100))
+
+
+def test_silent_retry_before_visible_text_then_exhaustion_raises_original() -> None:
+    m = _machine(retries=2)
+    m.feed(Start(), 0.0)
+    errors = []
+    for attempt in range(3):
+        error = httpx.ReadError(f"boom {attempt}")
+        errors.append(error)
+        m.feed(TextDelta("   "), 0.1)  # whitespace only: not visible (RES-6)
+        out = m.feed(AttemptFailed(error), 0.2)
+        if attempt < 2:
+            assert _kinds(out) == [act.Status, act.CloseAttempt]
+            assert _kinds(m.feed(AttemptClosed(), 0.2)) == [act.OpenAttempt]
+    assert isinstance(out[-1], act.Raise) and out[-1].error is errors[-1]
+    assert m.state is State.FAILED and m.ctx.attempt == 3
+
+
+def test_mid_tool_call_retry_sends_marker_and_result_has_second_attempt_tool() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("Writing."), 0.1)
+    outs = m.feed(ToolCallDelta(0, "c1", "write_file", '{"pa'), 0.2)
+    assert act.ToolNamed(0, "write_file") in outs
+    out = m.feed(_drop(), 0.3)
+    assert act.DeliverText(RECONNECT_MARKER) in out
+    m.feed(AttemptClosed(), 0.3)
+    m.feed(TextDelta("Writing."), 0.4)
+    m.feed(ToolCallDelta(0, "c2", "write_file", '{"path": "a"}'), 0.5)
+    m.feed(FinishReason("tool_calls"), 0.6)
+    result = m.feed(StreamEnd(frames=5), 0.7)[-1].result  # type: ignore[attr-defined]
+    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [("c2", "write_file", '{"path": "a"}')]
+    assert result.attempts == 2 and result.stub is False
+    retry = next(r for r in m.records if r.dest == "retrying")
+    assert retry.guards["has_visible_text"] and retry.guards["tool_in_flight"]
+    assert retry.visible_chars == len("Writing.") and retry.tools_in_flight == 1
+
+
+def test_text_only_drop_is_a_stub_of_the_delivered_text() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("  Partial answer "), 0.1)
+    out = m.feed(_drop(), 0.2)
+    assert act.DeliverText not in _kinds(out)
+    out = m.feed(AttemptClosed(), 0.2)
+    result = out[-1].result  # type: ignore[attr-defined]
+    assert result.stub and result.content == "Partial answer" and result.finish_reason == "length"
+    assert result.tool_calls == [] and result.attempts == 1
+
+
+def test_exhausted_mid_tool_is_a_stub_with_warning_naming_tools() -> None:
+    m = _machine(retries=0)
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("Doing it."), 0.1)
+    for i, name in enumerate(["a", "b", "c", "d", "e"]):
+        m.feed(ToolCallDelta(i, f"id{i}", name, "{"), 0.2)
+    out = m.feed(_drop(), 0.3)
+    warning = next(o for o in out if isinstance(o, act.DeliverText)).text
+    assert "Stream stalled mid tool-call" in warning and "a, b, c +2 more" in warning
+    result = m.feed(AttemptClosed(), 0.3)[-1].result  # type: ignore[attr-defined]
+    assert result.content == "Doing it." + warning
+    assert result.dropped_tool_names == ["a", "b", "c", "d", "e"] and result.tool_calls == []
+
+
+def test_stream_options_rejection_retries_without_spending_budget() -> None:
+    m = _machine(retries=0)
+    m.feed(Start(), 0.0)
+    request = httpx.Request("POST", "http://x")
+    error = type("BadRequestError", (Exception,), {})("Unrecognized request argument: stream_options")
+    error.status_code = 400  # type: ignore[attr-defined]
+    error.request = request  # type: ignore[attr-defined]
+    out = m.feed(AttemptFailed(error), 0.1)
+    assert act.Remember("stream_options_unsupported") in out
+    out = m.feed(AttemptClosed(), 0.1)
+    assert out == (act.OpenAttempt(2, stream_options=False, buffer_tool_input=False),)
+    assert m.ctx.retries_used == 0
+
+
+def test_keepalives_only_falls_back_or_raises() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    out = m.feed(StreamEnd(frames=0, keepalives=4), 0.1)
+    assert act.Remember("streaming_disabled") in out
+    assert isinstance(out[-1], act.RunFallback) and out[-1].response is None
+    out = m.feed(FallbackFinished((ReasoningDelta("why"), TextDelta("Answer"), FinishReason("stop")), "raw"), 0.2)
+    assert out[:2] == (ReasoningDelta("why"), TextDelta("Answer"))
+    result = out[-1].result  # type: ignore[attr-defined]
+    assert result.streamed is False and result.content == "Answer" and result.raw == "raw"
+
+    m = _machine(unsupported="raise")
+    m.feed(Start(), 0.0)
+    out = m.feed(StreamEnd(frames=0, keepalives=4), 0.1)
+    assert isinstance(out[-1], act.Raise) and isinstance(out[-1].error, StreamingUnsupportedError)
+
+
+def test_finished_response_is_used_as_is() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    out = m.feed(FinishedResponse({"choices": []}), 0.1)
+    assert out[-1] == act.RunFallback({"choices": []})
+
+
+def test_empty_stream_is_transient_and_raised_when_exhausted() -> None:
+    m = _machine(retries=1)
+    m.feed(Start(), 0.0)
+    m.feed(StreamEnd(), 0.1)
+    m.feed(AttemptClosed(), 0.1)
+    out = m.feed(StreamEnd(), 0.2)
+    assert isinstance(out[-1], act.Raise) and isinstance(out[-1].error, EmptyStreamError)
+
+
+def test_stall_goes_through_stalled_and_counts_streak() -> None:
+    m = _machine(retries=0)
+    m.feed(Start(), 0.0)
+    out = m.feed(StaleTimeout(0.5), 0.5)
+    assert act.Remember("stall") in out and out[-1] == act.CloseAttempt(then_feed_closed=True)
+    out = m.feed(AttemptClosed(), 0.55)
+    assert isinstance(out[-1], act.Raise) and isinstance(out[-1].error, StreamStalledError)
+    assert _path(m)[-2:] == [("stale", "connecting", "stalled"), ("closed", "stalled", "failed")]
+
+
+def test_breaker_raises_before_connecting() -> None:
+    m = _machine(stale_streak=5, stale_giveup=5)
+    out = m.feed(Start(), 0.0)
+    assert act.OpenAttempt not in _kinds(out)
+    assert isinstance(out[-1], act.Raise) and isinstance(out[-1].error, ProviderUnresponsiveError)
+    assert "unresponsive" in str(out[-1].error)
+    m = _machine(stale_streak=9, stale_giveup=0)  # 0 disables the breaker
+    assert _kinds(m.feed(Start(), 0.0)) == [act.OpenAttempt]
+
+
+def test_interrupt_from_any_live_state_fails_without_retry() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("x"), 0.1)
+    out = m.feed(Interrupt(), 0.2)
+    assert isinstance(out[-1], act.Raise) and isinstance(out[-1].error, InterruptedError)
+
+
+def test_non_json_frame_is_fatal_even_before_text() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    error = ProviderStreamError("not json", code="provider_stream_non_json_data", raw_text="{x")
+    out = m.feed(AttemptFailed(error), 0.1)
+    assert isinstance(out[-1], act.Raise) and out[-1].error is error
+    assert not any(isinstance(o, act.Status) for o in out)
+
+
+def test_callback_error_is_fatal() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("x"), 0.1)
+    boom = RuntimeError("ui broke")
+    out = m.feed(AttemptFailed(boom, from_callback=True), 0.1)
+    assert out[-1] == act.Raise(boom)
+
+
+def test_refusal_only_and_refusal_beside_content() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(RefusalDelta("I can't help with that."), 0.1)
+    m.feed(FinishReason("stop"), 0.2)
+    result = m.feed(StreamEnd(frames=2), 0.3)[-1].result  # type: ignore[attr-defined]
+    assert result.content == "I can't help with that." and result.finish_reason == "content_filter"
+
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("Sure."), 0.1)
+    m.feed(RefusalDelta("Not that part."), 0.1)
+    m.feed(FinishReason("stop"), 0.2)
+    result = m.feed(StreamEnd(frames=2), 0.3)[-1].result  # type: ignore[attr-defined]
+    assert result.content == "Sure." and result.finish_reason == "stop"
+    assert result.provider_data["refusal"] == "Not that part."
+
+
+def test_tool_end_returns_to_text_when_no_tool_remains() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(ToolCallDelta(0, "a", "one", "{}"), 0.1)
+    m.feed(ToolCallDelta(1, "b", "two", "{}"), 0.1)
+    m.feed(ToolCallEnd(0), 0.2)
+    assert m.state is State.STREAMING_TOOL
+    m.feed(ToolCallEnd(1), 0.3)
+    assert m.state is State.STREAMING_TEXT
+
+
+def test_cut_mid_tool_call_without_finish_is_retried() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(ToolCallDelta(0, "a", "one", '{"x'), 0.1)
+    out = m.feed(StreamEnd(frames=1), 0.2)
+    assert _kinds(out) == [act.Status, act.CloseAttempt]
+
+
+def test_error_after_finish_keeps_the_answer() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("Done."), 0.1)
+    m.feed(FinishReason("stop"), 0.2)
+    out = m.feed(_drop(), 0.3)  # the usage chunk was lost: the answer is complete
+    assert out[-1].result.content == "Done."  # type: ignore[attr-defined]
+
+
+def test_an_event_with_no_row_is_a_machine_error() -> None:
+    m = _machine()
+    with pytest.raises(MachineError):
+        m.feed(AttemptClosed(), 0.0)  # idle has no `closed` row
+
+
+def test_every_transition_is_one_structlog_record_with_fsm5_fields() -> None:
+    from fsm_agent.logs import log_record
+
+    with structlog.testing.capture_logs() as logs:
+        m = RequestMachine(RequestContext(), request_id="r-1", on_record=log_record)
+        m.feed(Start(), 0.0)
+        for _ in range(50):
+            m.feed(TextDelta("tok "), 0.1)
+        m.feed(FinishReason("stop"), 0.2)
+        m.feed(StreamEnd(frames=52), 0.3)
+    transitions = [entry for entry in logs if entry["event"] == "transition"]
+    assert len(transitions) == len(m.records) == 4
+    fields = {"request_id", "attempt", "seq", "t", "trigger", "source", "dest", "guards",
+              "visible_chars", "tools_in_flight"}
+    for entry in transitions:
+        assert fields <= entry.keys()
+        assert entry["request_id"] == "r-1"
+    assert transitions[-1]["visible_chars"] == 200
