@@ -55,6 +55,7 @@ from fsm_agent.testing import (
     Usage,
     get_scenarios,
     scenario_names,
+    serve_forever,
 )
 from fsm_agent.testing.eventstream import (
     EventStreamDecodeError,
@@ -765,6 +766,25 @@ def test_registry_tool_call_recovered(emu: Emulator, oai: openai.OpenAI) -> None
         got["finish"] == "tool_calls"
         and json.loads(got["tools"][0]["args"])["path"] == "config/settings.yaml"
     )
+
+
+def test_serve_forever_plays_a_named_script_in_a_loop() -> None:
+    ready: list[Emulator] = []
+    stop = threading.Event()
+    server = threading.Thread(
+        target=serve_forever, args=(0, "rate-limited"), kwargs={"ready": ready.append, "stop": stop}
+    )
+    server.start()
+    try:
+        deadline = time.monotonic() + 2
+        while not ready and time.monotonic() < deadline:
+            time.sleep(0.01)
+        statuses = [post(ready[0], "/v1/chat/completions", {"model": "m"})[0] for _ in range(4)]
+        assert statuses == [429, 200, 429, 200]
+    finally:
+        stop.set()
+        server.join(2)
+    assert not server.is_alive() and ready[0].open_connections == 0
 
 
 def test_every_named_scenario_renders_on_every_wire(emu: Emulator) -> None:

@@ -2,10 +2,15 @@
 
 Positions count the wire frames the scenario renders for the request (keepalives and other
 injected frames excluded), 0-based. With ``kind`` set, only frames of that kind are counted
-(``start``, ``block``, ``reasoning``, ``text``, ``refusal``, ``tool_start``, ``tool_args``,
-``tool_end``, ``finish``, ``usage``, ``end``, ``raw``): ``DropAfter(2, kind="tool_args")`` drops the
-connection right after the second argument fragment, ``DropMidFrame(1, kind="tool_args")`` cuts the
-second argument fragment in half. Positions past the end are clamped to the end.
+(``start``, ``block``, ``reasoning``, ``signature``, ``text``, ``refusal``, ``tool_start``,
+``tool_args``, ``tool_end``, ``finish``, ``usage``, ``end``, ``ping``; ``raw`` for raw frames):
+``DropAfter(2, kind="tool_args")`` drops the connection right after the second argument fragment,
+``DropMidFrame(1, kind="tool_args")`` cuts the second argument fragment in half. Positions past the
+end are clamped to the end.
+
+Frame faults (drops, stalls, keepalives, malformed frames, stream errors, CRC) shape streamed
+answers. A non-streaming answer honours ``HttpError`` and ``Stall`` (it waits before the body, and a
+``then="drop"`` stall closes the connection without an answer); the other frame faults ignore it.
 """
 
 from __future__ import annotations

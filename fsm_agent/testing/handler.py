@@ -96,8 +96,6 @@ class EmulatorHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self._read_body()
-        if raw is None:
-            return
         try:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
@@ -125,7 +123,7 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         req = Request(self.command, self.path, headers, body, raw, api, stream, sc)
         self.server.emulator._record(req)
 
-    def _read_body(self) -> bytes | None:
+    def _read_body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             parts: list[bytes] = []
             while True:
@@ -145,6 +143,8 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("x-request-id", f"req_emu{self._seq}")
+        self.send_header("request-id", f"req_emu{self._seq}")
+        self.send_header("x-amzn-RequestId", f"00000000-0000-0000-0000-{self._seq:012d}")
         for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
@@ -210,6 +210,8 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("x-request-id", f"req_emu{self._seq}")
+        self.send_header("request-id", f"req_emu{self._seq}")
+        self.send_header("x-amzn-RequestId", f"00000000-0000-0000-0000-{self._seq:012d}")
         self.end_headers()
         for action in plan:
             if isinstance(action, Write):
