@@ -22,15 +22,21 @@ from .errors import (
 )
 from .result import StreamResult, ToolCall, Usage
 from .session import Session
+from .trace.replay import replay
+from .trace.report import ReplayReport
+from .trace.sinks import JsonlSink, MemorySink
 
 __all__ = [
     "EmptyStreamError",
     "FsmAgentError",
     "IncompleteStreamError",
+    "JsonlSink",
     "MachineError",
+    "MemorySink",
     "ProviderStreamError",
     "ProviderUnresponsiveError",
     "ReplayMismatch",
+    "ReplayReport",
     "Session",
     "StreamLimitError",
     "StreamResult",
@@ -39,5 +45,6 @@ __all__ = [
     "ToolCall",
     "TraceFormatError",
     "Usage",
+    "replay",
 ]
 __version__ = "0.1.0"

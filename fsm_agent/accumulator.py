@@ -81,6 +81,7 @@ class Accumulator:
         "finish_reason",
         "model",
         "provider_data",
+        "raw",
         "reasoning_parts",
         "refusal_parts",
         "response_id",
@@ -100,6 +101,7 @@ class Accumulator:
         self.model: str | None = None
         self.response_id: str | None = None
         self.provider_data: dict[str, Any] = {}
+        self.raw: Any = None
 
     # -- tool calls (ACC-3) -------------------------------------------------------------------
     def tool_delta(
@@ -137,9 +139,9 @@ class Accumulator:
         return slot
 
     def tools_in_flight(self) -> list[ToolSlot]:
-        if self.finish_reason is not None:
-            return []
-        return [slot for slot in self.slots if not slot.finished]
+        """Every tool call of a response that has not finished: a tool block the provider closed
+        is still lost if the stream is cut before the finish reason."""
+        return [] if self.finish_reason is not None else list(self.slots)
 
     # -- result ---------------------------------------------------------------------------------
     @property
@@ -176,4 +178,5 @@ class Accumulator:
             model=self.model,
             id=self.response_id,
             provider_data=provider_data,
+            raw=self.raw,
         )

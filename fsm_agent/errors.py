@@ -41,6 +41,7 @@ __all__ = [
     "ToolInputError",
     "TraceFormatError",
     "classify",
+    "is_parser_error",
 ]
 
 
@@ -186,6 +187,15 @@ _TRANSIENT_STATUS = frozenset({500, 502, 503, 504, 529})
 _TRANSIENT_PROVIDER_CODES = frozenset(
     {"overloaded_error", "api_error", "server_error", "internal_server_error", "service_unavailable"}
 )
+# botocore ClientError / EventStreamError codes (Bedrock, any case) that are worth another attempt.
+_TRANSIENT_AWS_CODES = frozenset(
+    {
+        "internalserverexception",
+        "modelstreamerrorexception",
+        "throttlingexception",
+        "serviceunavailableexception",
+    }
+)
 
 
 def _class_keys(exc: BaseException) -> set[tuple[str, str]]:
@@ -204,6 +214,27 @@ def status_of(exc: BaseException) -> int | None:
     meta = response.get("ResponseMetadata") if isinstance(response, dict) else None  # botocore
     status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
     return status if isinstance(status, int) else None
+
+
+def aws_error_code(exc: BaseException) -> str:
+    """The `Error.Code` of a botocore ClientError (or EventStreamError); "" for anything else."""
+    response = getattr(exc, "response", None)
+    error = response.get("Error") if isinstance(response, dict) else None
+    code = error.get("Code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else ""
+
+
+def is_parser_error(exc: BaseException) -> bool:
+    """PRV-A3: one of the Anthropic SDK's stream-parser errors on a cut or garbled stream."""
+    return isinstance(exc, ValueError) and _PARSER_ERRORS.search(str(exc)) is not None
+
+
+def provider_error_type(exc: BaseException) -> str | None:
+    """The `error.type` of a provider error body (`{"type": "error", "error": {"type": …}}`)."""
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def error_text(exc: BaseException) -> str:
@@ -237,10 +268,15 @@ def classify(exc: BaseException) -> ErrorKind:
         return ErrorKind.PERMANENT
     status = status_of(exc)
     text = error_text(exc)
+    if provider_error_type(exc) in _TRANSIENT_PROVIDER_CODES and (status is None or status < 300):
+        # An error event the SDK raised from inside a 200 stream (e.g. Anthropic overloaded_error).
+        return ErrorKind.TRANSIENT
     if status in (400, 422) and _STREAM_OPTIONS_REJECTED.search(text):
         return ErrorKind.STREAM_OPTIONS_REJECTED
     if status is not None and 400 <= status < 500 and _STREAMING_UNSUPPORTED.search(text):
         return ErrorKind.STREAMING_UNSUPPORTED
+    if aws_error_code(exc).lower() in _TRANSIENT_AWS_CODES:
+        return ErrorKind.TRANSIENT
     if status in _TRANSIENT_STATUS:
         return ErrorKind.TRANSIENT
     if status is not None:
@@ -252,6 +288,6 @@ def classify(exc: BaseException) -> ErrorKind:
         return ErrorKind.TRANSIENT
     if any(mod in ("openai", "anthropic") and name == "APIError" for mod, name in keys):
         return ErrorKind.TRANSIENT if _CONNECTION_LOST.search(text) else ErrorKind.PERMANENT
-    if isinstance(exc, ValueError) and _PARSER_ERRORS.search(str(exc)):
+    if is_parser_error(exc):
         return ErrorKind.TRANSIENT
     return ErrorKind.PERMANENT

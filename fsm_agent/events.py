@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import ErrorKind
 from .result import Usage
 
 __all__ = [
@@ -80,9 +81,13 @@ class UsageReport:
 
 @dataclass(frozen=True, slots=True)
 class ResponseMeta:
+    """Identity of the response; `raw` is the provider-native final object where the SDK builds
+    one (an Anthropic `Message`, a Responses `Response`), handed over when the stream completes."""
+
     id: str | None = None
     model: str | None = None
     provider_data: dict[str, Any] | None = None
+    raw: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +148,15 @@ class Interrupt:
 
 @dataclass(frozen=True, slots=True)
 class AttemptFailed:
-    """Opening or reading the attempt raised; `error` is the original exception."""
+    """Opening or reading the attempt raised; `error` is the original exception.
+
+    `kind`, when set, is how the guards see the error instead of `classify(error)`: a replayed
+    trace carries the kind recorded with a stand-in for the original exception.
+    """
 
     error: BaseException
     from_callback: bool = False
+    kind: ErrorKind | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,8 +108,6 @@ TABLE: list[Row] = [
     _row("text", S.CONNECTING, S.STREAMING_TEXT),
     _row("tool_start", (S.CONNECTING, S.STREAMING_TEXT), S.STREAMING_TOOL),
     _row("tool_start", S.STREAMING_TOOL, None),
-    _row("tool_end", S.STREAMING_TOOL, None, ["tool_in_flight"]),
-    _row("tool_end", S.STREAMING_TOOL, S.STREAMING_TEXT),
     _row("finish", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL), S.FINISHING),
     _row("end", (S.STREAMING_TEXT, S.FINISHING), S.DONE),
     # An end with nothing usable (empty, keepalives only, cut mid tool-call) is decided like an error.
@@ -124,9 +122,12 @@ TABLE: list[Row] = [
     *_decide("closed", (S.STALLED,)),
     _row("closed", S.RETRYING, S.CONNECTING),
     _row("closed", S.STUBBING, S.DONE),
-    # The non-streaming fallback.
+    # The non-streaming fallback: it succeeds, fails, or stalls (a stall counts for WD-3 too).
     _row("fallback_done", S.FALLBACK, S.DONE),
     _row("error", S.FALLBACK, S.FAILED),
+    _row("stale", S.FALLBACK, S.FAILED),
+    # CB-6: the caller's on_text raised on the library's own text (marker or warning).
+    _row("error", (S.RETRYING, S.STUBBING), S.FAILED),
     # RES-11: an interrupt ends the request from any state, never retried.
     _row("interrupt", NON_TERMINAL, S.FAILED),
 ]

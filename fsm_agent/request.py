@@ -25,6 +25,7 @@ from .errors import (
     StreamStalledError,
     ToolInputError,
     classify,
+    is_parser_error,
 )
 from .events import (
     AttemptClosed,
@@ -125,6 +126,14 @@ class RequestMachine:
             self._on_event(event, t)
         return self._apply(event, t)
 
+    def fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
+        """Fire `trigger` directly, as if `event` caused it, on the context as it stands.
+
+        Only for replaying a trace that has no wire recording: the replayer sets the context from
+        each record's `inputs`, then fires the recorded trigger (TR-3). Drivers use `feed()`.
+        """
+        return self._fire(trigger, event, t)
+
     def _apply(self, event: object, t: float) -> tuple[Output, ...]:
         cls = type(event)
         ctx = self.ctx
@@ -173,11 +182,10 @@ class RequestMachine:
         return self._fire("text", event, t) if self.state is S.CONNECTING else ()
 
     def _tool_end(self, event: ToolCallEnd, t: float) -> tuple[Output, ...]:
+        # A provider closing one tool block does not finish the response: until the finish reason,
+        # a cut stream would still lose the call, so it stays in flight for RES-3/RES-5.
         self.acc.tool_end(event.index)
-        if self.state is not S.STREAMING_TOOL:
-            return ()
-        self.ctx.tools_in_flight = len(self.acc.tools_in_flight())
-        return self._fire("tool_end", event, t)
+        return ()
 
     def _finish(self, event: FinishReason, t: float) -> tuple[Output, ...]:
         self.acc.finish_reason = event.reason
@@ -199,6 +207,8 @@ class RequestMachine:
             acc.model = event.model
         if event.provider_data:
             acc.provider_data.update(event.provider_data)
+        if event.raw is not None:
+            acc.raw = event.raw
         return ()
 
     def _keepalive(self, event: Keepalive, t: float) -> tuple[Output, ...]:
@@ -231,11 +241,17 @@ class RequestMachine:
         return self._fire("start", event, t)
 
     def _stale(self, event: StaleTimeout, t: float) -> tuple[Output, ...]:
-        self._set_error(StreamStalledError(f"no provider event for {event.stale_timeout:g} s"))
-        return self._fire("stale", event, t)
+        # WD-3: every stall counts toward the session's streak, whatever it leads to.
+        if self.state is S.FALLBACK:
+            waited_for = "an answer to the non-streaming request"
+        else:
+            waited_for = "a provider event"
+        self._set_error(StreamStalledError(f"no {waited_for} for {event.stale_timeout:g} s"))
+        self.ctx.stale_streak += 1
+        return (act.Remember("stall"), *self._fire("stale", event, t))
 
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
-        self._set_error(event.error, ErrorKind.FATAL if event.from_callback else None)
+        self._set_error(event.error, ErrorKind.FATAL if event.from_callback else event.kind)
         return self._fire("error", event, t)
 
     def _closed(self, event: AttemptClosed, t: float) -> tuple[Output, ...]:
@@ -275,7 +291,7 @@ class RequestMachine:
     def _set_error(self, error: BaseException, kind: ErrorKind | None = None) -> None:
         self.ctx.error = error
         self.ctx.error_kind = kind if kind is not None else classify(error)
-        if isinstance(error, ToolInputError):
+        if isinstance(error, ToolInputError) or is_parser_error(error):
             # PRV-A4: later attempts ask the server to buffer and validate tool arguments.
             self.ctx.buffer_tool_input = True
 
@@ -309,7 +325,7 @@ class RequestMachine:
         self.records.append(record)
         if self._on_record is not None:
             self._on_record(record)
-        if dest is source and trigger in ("tool_start", "tool_end"):
+        if dest is source and trigger == "tool_start":
             return ()
         return self._enter(dest, source)
 
@@ -329,9 +345,7 @@ class RequestMachine:
         if dest is S.RETRYING:
             return self._enter_retrying()
         if dest is S.STALLED:
-            ctx.stale_streak += 1
             return (
-                act.Remember("stall"),
                 act.Status(f"stalled: {ctx.error}; aborting attempt {ctx.attempt}"),
                 act.CloseAttempt(then_feed_closed=True),
             )

@@ -25,7 +25,7 @@ from .request import RequestMachine
 from .result import StreamResult
 from .timeouts import resolve_retries, resolve_stale_giveup, resolve_stale_timeout
 from .trace.records import TransitionRecord
-from .trace.sinks import resolve_sink
+from .trace.sinks import EventRecorder, resolve_sink, write_request_header
 from .wire.pipeline import DEFAULT_MAX_BYTES
 
 __all__ = ["RequestPlan", "Session"]
@@ -57,6 +57,7 @@ class Session:
         unsupported: str = "fallback",
         trace: Any = None,
         *,
+        record_wire: bool = False,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if unsupported not in _UNSUPPORTED_MODES:
@@ -68,7 +69,7 @@ class Session:
         self._stale_timeout = stale_timeout
         self.unsupported = unsupported
         self.max_bytes = max_bytes
-        self.trace = resolve_sink(trace)
+        self.trace = resolve_sink(trace, record_wire=record_wire)  # TR-1, TR-2
         self.streaming_disabled = False
         self.stream_options_unsupported = False
         self.stale_streak = 0
@@ -139,14 +140,24 @@ class Session:
         if not isinstance(params, dict):
             raise TypeError("params must be a dict of the SDK's request keyword arguments")
         source = ClientSource(client_or_factory)
-        adapter = adapter_for(api or infer_api(source.peek()))
-        return RequestPlan(
+        api_name = api or infer_api(source.peek(), params)
+        adapter = adapter_for(api_name)
+        plan = RequestPlan(
             source=source,
             adapter=adapter,
             params=dict(params),
             machine=self._new_machine(),
             stale_timeout=self.stale_timeout_for(adapter.model_of(params)),
         )
+        if self.trace is not None:  # the request's header line: what replay rebuilds it from
+            write_request_header(
+                self.trace,
+                plan.machine,
+                api=api_name,
+                model=adapter.model_of(params),
+                stale_timeout=plan.stale_timeout,
+            )
+        return plan
 
     @contextlib.contextmanager
     def _in_flight_as(self, handle: Interruptible) -> Iterator[None]:
@@ -171,13 +182,11 @@ class Session:
             )
         request_id = uuid.uuid4().hex[:16]
         sink = self.trace
-        on_event = None
-        if sink is not None and sink.record_wire:
-
-            def on_event(event: object, t: float) -> None:
-                sink.write_event(request_id, event, t)
-
-        return RequestMachine(ctx, request_id=request_id, on_record=self._log_record, on_event=on_event)
+        recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
+        machine = RequestMachine(ctx, request_id=request_id, on_record=self._log_record, on_event=recorder)
+        if recorder is not None:
+            recorder.attach(machine)
+        return machine
 
     def _log_record(self, record: TransitionRecord) -> None:
         log_record(record)

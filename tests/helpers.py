@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,10 +78,25 @@ def leaks(emulator: Emulator) -> Iterator[LeakCheck]:
 
 
 class AttemptSpy:
-    """Every Attempt the Chat Completions adapter returned, in order."""
+    """Every Attempt the Chat Completions adapter returned, in order, and every exception its byte
+    stream raised (so a test can check that the very same object reached the caller)."""
 
     def __init__(self) -> None:
         self.attempts: list[Attempt] = []
+        self.errors: list[BaseException] = []
+
+    def watch(self, attempt: Attempt) -> Attempt:
+        self.attempts.append(attempt)
+        if attempt.chunks is not None:
+            attempt.chunks = self._recording(attempt.chunks)
+        return attempt
+
+    def _recording(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            yield from chunks
+        except Exception as exc:
+            self.errors.append(exc)
+            raise
 
     def assert_each_closed_once(self, count: int | None = None) -> None:
         if count is not None:
@@ -97,9 +112,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> AttemptSpy:
     original = openai_chat.ChatCompletionsAdapter.open
 
     def open_and_record(self: Any, *args: Any, **kwargs: Any) -> Attempt:
-        attempt = original(self, *args, **kwargs)
-        recorder.attempts.append(attempt)
-        return attempt
+        return recorder.watch(original(self, *args, **kwargs))
 
     monkeypatch.setattr(openai_chat.ChatCompletionsAdapter, "open", open_and_record)
     return recorder
@@ -171,9 +184,7 @@ def chunk(
 ) -> dict[str, Any]:
     """A chat.completion.chunk dict."""
     body: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": 1, "model": model}
-    body["choices"] = (
-        [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}] if choices else []
-    )
+    body["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}] if choices else []
     if usage is not None:
         body["usage"] = usage
     return body

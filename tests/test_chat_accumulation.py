@@ -3,9 +3,11 @@ plus a hypothesis test of argument assembly over arbitrary splits (wire pipeline
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
+import helpers
 import pytest
 from helpers import DONE, Collect, LeakCheck, chunk, params, sse
 from hypothesis import given, settings
@@ -19,7 +21,6 @@ from fsm_agent.request import RequestMachine
 from fsm_agent.testing import (
     ChatShape,
     Emulator,
-    Reasoning,
     Refusal,
     Scenario,
     Text,
@@ -28,7 +29,7 @@ from fsm_agent.testing import (
 )
 from fsm_agent.wire.pipeline import WirePipeline
 
-pytest_plugins = ["helpers"]
+leaks = helpers.leaks  # the fixture, shared from tests/helpers.py
 
 ARGS = (
     '{"path": "docs/naïve-文件.md", "text": "héllo wörld 😀🎉 — ünïcødé ✓ 日本語テキスト", '
@@ -194,7 +195,11 @@ def test_name_resent_in_full_is_not_appended(leaks: LeakCheck) -> None:
     frames = (
         sse(chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "run", "arguments": ""}}]})),
         sse(chunk({"tool_calls": [{"index": 0, "function": {"name": "run", "arguments": '{"a"'}}]})),
-        sse(chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "run", "arguments": ": 1}"}}]})),
+        sse(
+            chunk(
+                {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "run", "arguments": ": 1}"}}]}
+            )
+        ),
         sse(chunk({}, finish_reason="tool_calls")),
         DONE,
     )
@@ -208,7 +213,10 @@ def test_integer_tool_ids_become_strings(leaks: LeakCheck) -> None:
         tool_calls=[ToolCall("a", "{}"), ToolCall("b", '{"x": 1}')], chat=ChatShape(integer_tool_ids=True)
     )
     result, _ = run(leaks, scenario)
-    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [("0", "a", "{}"), ("1", "b", '{"x": 1}')]
+    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
+        ("0", "a", "{}"),
+        ("1", "b", '{"x": 1}'),
+    ]
     assert all(isinstance(c.id, str) for c in result.tool_calls)
 
 
@@ -254,13 +262,17 @@ def _escaped_fragments(text: str, size: int) -> list[str]:
 def test_arguments_byte_exact_when_fragments_split_surrogate_pairs(leaks: LeakCheck, size: int) -> None:
     """Hosts that escape non-ASCII send emoji as \\ud83d\\ude00; a fragment may end between the halves.
     The frames also reach the client split inside multi-byte UTF-8 characters of the raw bytes."""
-    frames = [sse(chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "w", "arguments": ""}}]}))]
+    frames = [
+        sse(chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "w", "arguments": ""}}]}))
+    ]
     for escaped in _escaped_fragments(ARGS, size):
         frames.append(
             (
                 '{"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":'
                 f'{{"arguments":{escaped}}}}}]}}}}]}}'
-            ).join(["data: ", "\n\n"]).encode()
+            )
+            .join(["data: ", "\n\n"])
+            .encode()
         )
     frames.append(sse(chunk({}, finish_reason="tool_calls")))
     frames.append(DONE)
@@ -296,7 +308,7 @@ _ALPHABET = st.sampled_from(list('ab {}":,\\é文😀🎉\u200d\n'))
 
 def _assemble(text: str, cuts: list[int], byte_cuts: list[int], escaped: bool) -> str:
     bounds = sorted({0, len(text), *(c % (len(text) + 1) for c in cuts)})
-    pieces = [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    pieces = [text[a:b] for a, b in itertools.pairwise(bounds)]
     frames = [sse(chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "t"}}]}))]
     for piece in pieces:
         delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
@@ -309,7 +321,7 @@ def _assemble(text: str, cuts: list[int], byte_cuts: list[int], escaped: bool) -
     machine = RequestMachine(RequestContext(), request_id="hypothesis")
     machine.feed(Start(), 0.0)
     pipeline = WirePipeline(ChatTranslator())
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in itertools.pairwise(points):
         for event in pipeline.feed(wire[a:b]):
             machine.feed(event, 0.0)
     for event in pipeline.end():
@@ -343,7 +355,7 @@ def test_hypothesis_surrogate_half_splits_through_machine(text: str, unit_cuts: 
     points = sorted({0, n, *(c % (n + 1) for c in unit_cuts)})
     machine = RequestMachine(RequestContext(), request_id="surrogates")
     machine.feed(Start(), 0.0)
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in itertools.pairwise(points):
         piece = units[2 * a : 2 * b].decode("utf-16-le", "surrogatepass")
         machine.feed(ToolCallDelta(index=0, id="c", name="t", arguments=piece), 0.0)
     machine.feed(FinishReason("tool_calls"), 0.0)

@@ -230,7 +230,8 @@ def test_keepalives_only_falls_back_or_raises() -> None:
     out = m.feed(StreamEnd(frames=0, keepalives=4), 0.1)
     assert act.Remember("streaming_disabled") in out
     assert isinstance(out[-1], act.RunFallback) and out[-1].response is None
-    out = m.feed(FallbackFinished((ReasoningDelta("why"), TextDelta("Answer"), FinishReason("stop")), "raw"), 0.2)
+    answer = (ReasoningDelta("why"), TextDelta("Answer"), FinishReason("stop"))
+    out = m.feed(FallbackFinished(answer, "raw"), 0.2)
     assert out[:2] == (ReasoningDelta("why"), TextDelta("Answer"))
     result = out[-1].result  # type: ignore[attr-defined]
     assert result.streamed is False and result.content == "Answer" and result.raw == "raw"
@@ -321,15 +322,21 @@ def test_refusal_only_and_refusal_beside_content() -> None:
     assert result.provider_data["refusal"] == "Not that part."
 
 
-def test_tool_end_returns_to_text_when_no_tool_remains() -> None:
+def test_a_closed_tool_block_stays_in_flight_until_the_finish_reason() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("Saving."), 0.05)
+    m.feed(ToolCallDelta(0, "a", "one", "{}"), 0.1)
+    m.feed(ToolCallEnd(0), 0.2)
+    assert m.state is State.STREAMING_TOOL and m.ctx.tools_in_flight == 1
+    out = m.feed(_drop(), 0.3)  # cut before the finish reason: the call would be lost
+    assert act.DeliverText(RECONNECT_MARKER) in out
     m = _machine()
     m.feed(Start(), 0.0)
     m.feed(ToolCallDelta(0, "a", "one", "{}"), 0.1)
-    m.feed(ToolCallDelta(1, "b", "two", "{}"), 0.1)
     m.feed(ToolCallEnd(0), 0.2)
-    assert m.state is State.STREAMING_TOOL
-    m.feed(ToolCallEnd(1), 0.3)
-    assert m.state is State.STREAMING_TEXT
+    m.feed(FinishReason("tool_calls"), 0.3)
+    assert m.ctx.tools_in_flight == 0
 
 
 def test_cut_mid_tool_call_without_finish_is_retried() -> None:

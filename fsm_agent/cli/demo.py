@@ -1,68 +1,126 @@
-"""`fsm-agent demo`: one real streaming request against the built-in emulator, shown as it streams.
+"""`fsm-agent demo [SCENARIO]`: one real streaming request against the built-in emulator, shown live.
 
-Plain-text form: text as it arrives, the recovered tool call, the transitions taken.
+The emulator runs on loopback with a small pause between frames so the stream looks live; the
+request goes through `Session.stream()` with the real SDK client of the chosen API; the trace is
+written to a JSON Lines file whose path the summary prints (CLI-1). With no scenario it plays
+`tool-call-recovered`. It never talks to a real provider.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-from pathlib import Path
 
-__all__ = ["add_arguments", "run"]
+from ..providers import APIS
+from ..testing.registry import DEFAULT_DEMO, DEMO_PROMPT, DEMO_TOOLS, DEMOS, Demo, get_demo
+from .clients import EMULATOR_MODELS, SetupError, build_params, check_adapter, close_client, emulator_client
+from .runner import RequestSpec, new_trace_path, run_request
+
+__all__ = ["add_arguments", "base_url_of", "list_demos", "run"]
+
+DEFAULT_FRAME_DELAY = 0.03
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", nargs="?", default="tool-call-recovered")
-    parser.add_argument("--trace", default=None, help="trace file (default: a new temporary file)")
+    parser.add_argument(
+        "scenario",
+        nargs="?",
+        default=DEFAULT_DEMO,
+        metavar="SCENARIO",
+        help=f"what the emulator does (default: {DEFAULT_DEMO}; see --list)",
+    )
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--api", choices=APIS, default="chat_completions", help="the provider API to speak")
+    parser.add_argument("--no-color", action="store_true", help="plain text, no escape codes")
+    parser.add_argument("--trace", metavar="PATH", help="trace file (default: a new temporary file)")
+    parser.add_argument(
+        "--record-wire", action="store_true", help="also write every wire event (and its text) to the trace"
+    )
+    parser.add_argument(
+        "--frame-delay",
+        type=float,
+        default=DEFAULT_FRAME_DELAY,
+        metavar="SECONDS",
+        help=f"the emulator's pause between frames (default: {DEFAULT_FRAME_DELAY})",
+    )
+    parser.add_argument(
+        "--stale-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="the session's stale timeout (default: the scenario's)",
+    )
+
+
+def list_demos() -> str:
+    featured = [demo for demo in DEMOS.values() if demo.featured]
+    others = [demo for demo in DEMOS.values() if not demo.featured]
+    width = max(len(name) for name in DEMOS)
+    lines = ["Scenarios (fsm-agent demo SCENARIO):"]
+    for demo in featured:
+        default = "  (default)" if demo.name == DEFAULT_DEMO else ""
+        lines.append(f"  {demo.name:<{width}}  {demo.description}{default}")
+    lines.append("More emulator scripts:")
+    lines.extend(f"  {demo.name:<{width}}  {demo.description}" for demo in others)
+    return "\n".join(lines)
+
+
+def base_url_of(api: str, emulator: object) -> str:
+    attribute = {
+        "anthropic_messages": "anthropic_base_url",
+        "bedrock_converse": "bedrock_endpoint_url",
+    }.get(api, "openai_base_url")
+    return str(getattr(emulator, attribute))
 
 
 def run(args: argparse.Namespace) -> int:
-    import openai
+    if args.list:
+        print(list_demos())
+        return 0
+    try:
+        demo = get_demo(args.scenario)
+        check_adapter(args.api)
+    except KeyError as exc:
+        print(f"fsm-agent demo: {exc.args[0]}", file=sys.stderr)
+        return 2
+    except SetupError as exc:
+        print(f"fsm-agent demo: {exc}", file=sys.stderr)
+        return 2
+    return _play(demo, args)
 
-    from .. import Session
-    from ..testing import Emulator, get_scenarios
 
-    trace_path = Path(args.trace or tempfile.mkstemp(prefix="fsm-agent-demo-", suffix=".jsonl")[1])
-    out = sys.stdout
-    with Emulator(frame_delay=0.03) as emulator:
-        emulator.script(*get_scenarios(args.scenario))
-        client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="sk-emulator", max_retries=0)
-        session = Session(trace=str(trace_path))
+def _play(demo: Demo, args: argparse.Namespace) -> int:
+    from ..testing import Emulator
 
-        def on_text(text: str) -> None:
-            out.write(text)
-            out.flush()
-
-        def on_status(message: str) -> None:
-            out.write(f"\n[{message}]\n")
-            out.flush()
-
-        def on_tool_call(index: int, name: str) -> None:
-            out.write(f"\n[calling {name}…]\n")
-            out.flush()
-
+    api: str = args.api
+    trace_path = args.trace or new_trace_path("fsm-agent-demo-")
+    model = EMULATOR_MODELS[api]
+    stale_timeout = args.stale_timeout if args.stale_timeout is not None else demo.stale_timeout
+    with Emulator(frame_delay=args.frame_delay) as emulator:
+        emulator.script(*demo.script)
         try:
-            result = session.stream(
-                client,
-                {"model": "emulator-1", "messages": [{"role": "user", "content": "Write the file."}]},
-                on_text=on_text,
-                on_status=on_status,
-                on_tool_call=on_tool_call,
-            )
-        finally:
-            client.close()
-    out.write("\n\n")
-    for call in result.tool_calls:
-        out.write(f"tool call: {call.name}({call.arguments})\n")
-    out.write(f"finish: {result.finish_reason}, attempts: {result.attempts}, stub: {result.stub}\n")
-    out.write("transitions:\n")
-    for record in result.records:
-        guards = ", ".join(f"{k}={v}" for k, v in record.guards.items())
-        out.write(
-            f"  {record.t:7.3f}s  #{record.attempt}  {record.source} -> {record.dest}"
-            f"  [{record.trigger}] {guards}\n"
+            client = emulator_client(api, emulator)
+        except SetupError as exc:
+            print(f"fsm-agent demo: {exc}", file=sys.stderr)
+            return 2
+        header = [
+            f"fsm-agent demo · {demo.name}",
+            demo.description,
+            f"{api} · {base_url_of(api, emulator)} · model {model}"
+            + (f" · stale timeout {stale_timeout:g} s" if stale_timeout is not None else ""),
+            f"› {DEMO_PROMPT}",
+        ]
+        spec = RequestSpec(
+            client=client,
+            params=build_params(api, model, DEMO_PROMPT, tools=DEMO_TOOLS),
+            api=api,
+            header=header,
+            trace_path=trace_path,
+            record_wire=args.record_wire,
+            stale_timeout=stale_timeout,
+            interrupt_after=demo.interrupt_after,
+            no_color=args.no_color,
         )
-    out.write(f"trace written to {trace_path}\n")
-    return 0
+        try:
+            return run_request(spec)
+        finally:
+            close_client(client)

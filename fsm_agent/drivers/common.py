@@ -3,15 +3,33 @@
 Callbacks that deliver content (on_text, on_reasoning, on_tool_call) end the request when they
 raise (CB-6); liveness and status callbacks (on_activity, on_status) never do (CB-4). Never feeds
 the machine.
+
+Content callbacks return whatever the caller's function returned, so the async driver can await a
+coroutine callback under the same rules (`settle_content`, `settle_notice`); `failure_event` is
+the one mapping, for both drivers, from whatever ended an attempt to the event the machine is fed.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["CallbackError", "Callbacks", "ClientSource", "is_read_timeout", "looks_like_client"]
+from ..events import AttemptFailed, Interrupt, StaleTimeout
+
+__all__ = [
+    "CallbackError",
+    "Callbacks",
+    "ClientSource",
+    "activity_label",
+    "failure_event",
+    "fallback_failure_event",
+    "is_read_timeout",
+    "looks_like_client",
+    "settle_content",
+    "settle_notice",
+]
 
 log = logging.getLogger("fsm_agent")
 
@@ -44,42 +62,112 @@ class Callbacks:
         self._tool_call = on_tool_call
         self._status = on_status
         self._activity = on_activity
-        self.activity: Callable[[str], None] | None = self._safe_activity if on_activity else None
+        self.activity: Callable[[str], Any] | None = self._safe_activity if on_activity else None
 
-    def text(self, text: str) -> None:
+    # Each returns what the caller's function returned (None, or an awaitable to settle).
+    def text(self, text: str) -> Any:
         if self._text is not None:
             try:
-                self._text(text)
+                return self._text(text)
             except Exception as exc:
                 raise CallbackError(exc) from exc
+        return None
 
-    def reasoning(self, text: str) -> None:
+    def reasoning(self, text: str) -> Any:
         if self._reasoning is not None:
             try:
-                self._reasoning(text)
+                return self._reasoning(text)
             except Exception as exc:
                 raise CallbackError(exc) from exc
+        return None
 
-    def tool_call(self, index: int, name: str) -> None:
+    def tool_call(self, index: int, name: str) -> Any:
         if self._tool_call is not None:
             try:
-                self._tool_call(index, name)
+                return self._tool_call(index, name)
             except Exception as exc:
                 raise CallbackError(exc) from exc
+        return None
 
-    def status(self, message: str) -> None:
+    def status(self, message: str) -> Any:
         if self._status is not None:
             try:
-                self._status(message)
+                return self._status(message)
             except Exception:
                 log.warning("on_status raised; ignored", exc_info=True)
+        return None
 
-    def _safe_activity(self, kind: str) -> None:
+    def _safe_activity(self, kind: str) -> Any:
         assert self._activity is not None
         try:
-            self._activity(kind)
+            return self._activity(kind)
         except Exception:
             log.warning("on_activity raised; ignored", exc_info=True)
+            return None
+
+
+async def settle_content(pending: Awaitable[Any]) -> None:
+    """Await a coroutine content callback: its exception ends the request, as a plain one's (CB-6)."""
+    try:
+        await pending
+    except Exception as exc:
+        raise CallbackError(exc) from exc
+
+
+async def settle_notice(pending: Awaitable[Any], name: str) -> None:
+    """Await a coroutine on_status/on_activity: its exception is logged and swallowed (CB-4/5)."""
+    try:
+        await pending
+    except Exception:
+        log.warning("%s raised; ignored", name, exc_info=True)
+
+
+def failure_event(
+    exc: BaseException, *, interrupted: bool, stalled: bool, open_for: float, stale_timeout: float
+) -> object:
+    """Whatever ended an attempt, as the event to feed the machine (both drivers).
+
+    An interrupt wins over anything else; then a stall (the watchdog fired, or the SDK's read
+    timeout — capped at the stale timeout — expired after the attempt had been open that long);
+    then a caller's callback error (fatal, CB-6). SystemExit and the like are re-raised.
+    """
+    if interrupted or isinstance(exc, KeyboardInterrupt):
+        return Interrupt()
+    if stalled or (is_read_timeout(exc) and open_for >= stale_timeout * 0.95):
+        return StaleTimeout(stale_timeout)
+    if isinstance(exc, CallbackError):
+        return AttemptFailed(exc.original, from_callback=True)
+    if not isinstance(exc, Exception):
+        raise exc  # SystemExit, GeneratorExit: not ours to handle
+    return AttemptFailed(exc)
+
+
+def fallback_failure_event(
+    exc: BaseException, *, interrupted: bool, stalled: bool, stale_timeout: float
+) -> object:
+    """Whatever ended the non-streaming fallback request, as the event to feed (both drivers).
+
+    The plain request is bounded like an attempt (FSM-6): a silent provider is a stall, which the
+    machine sees as the failure of that request; an interrupt wins over anything else.
+    """
+    if interrupted or isinstance(exc, KeyboardInterrupt):
+        return Interrupt()
+    if stalled:
+        return StaleTimeout(stale_timeout)
+    if not isinstance(exc, Exception):
+        raise exc
+    return AttemptFailed(exc)
+
+
+def activity_label(obj: Any) -> str:
+    """What kind of provider event a decoded object is, for on_activity (CB-4)."""
+    if isinstance(obj, dict):
+        kind = obj.get("type")
+        if isinstance(kind, str):
+            return kind
+        return str(next(iter(obj), "event"))  # Bedrock: {"contentBlockDelta": {...}}
+    kind = getattr(obj, "type", None)
+    return kind if isinstance(kind, str) else type(obj).__name__
 
 
 def looks_like_client(obj: Any) -> bool:
@@ -128,12 +216,32 @@ class ClientSource:
     def close_all(self) -> None:
         self.release()
 
+    async def arelease(self) -> None:
+        """`release()` for async clients, whose close() is a coroutine."""
+        made, self._made = self._made, None
+        if made is not None:
+            await _aclose_client(made)
+
+    async def aclose_all(self) -> None:
+        await self.arelease()
+
 
 def _close_client(client: Any) -> None:
     close = getattr(client, "close", None)
     if callable(close):
         try:
             close()
+        except Exception:
+            log.debug("closing a factory-made client raised", exc_info=True)
+
+
+async def _aclose_client(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if callable(close):
+        try:
+            closing = close()
+            if inspect.isawaitable(closing):
+                await closing
         except Exception:
             log.debug("closing a factory-made client raised", exc_info=True)
 

@@ -23,7 +23,6 @@ from ..events import (
     FinishedResponse,
     Interrupt,
     ReasoningDelta,
-    StaleTimeout,
     Start,
     StreamEnd,
     TextDelta,
@@ -32,8 +31,15 @@ from ..providers.base import Attempt, ProviderAdapter, as_plain
 from ..request import RequestMachine
 from ..result import StreamResult
 from ..wire.pipeline import WirePipeline
-from .common import CallbackError, Callbacks, ClientSource, is_read_timeout
-from .watchdog import Watchdog
+from .common import (
+    CallbackError,
+    Callbacks,
+    ClientSource,
+    activity_label,
+    failure_event,
+    fallback_failure_event,
+)
+from .watchdog import Watchdog, blocked_read_aborter
 
 __all__ = ["SyncDriver"]
 
@@ -90,7 +96,10 @@ class SyncDriver:
                 if action.then_feed_closed:
                     pending.extend(self._feed_control(AttemptClosed()))
             elif kind is act.DeliverText:
-                pending.extend(self._deliver_library_text(action.text))
+                decided = self._deliver_library_text(action.text)
+                if decided:  # the caller's callback raised (CB-6): the rest of the old decision is void
+                    pending.clear()
+                pending.extend(decided)
             elif kind is act.Status:
                 self.cb.status(action.message)
             elif kind is act.Remember:
@@ -103,7 +112,10 @@ class SyncDriver:
             elif kind is act.Raise:
                 raise action.error
             else:
-                pending.extend(self._deliver(action))
+                decided = self._deliver(action)
+                if decided:
+                    pending.clear()
+                pending.extend(decided)
         raise MachineError(f"the machine stopped in {machine.state.value} without finishing")
 
     # -- control events: an interrupt noticed between actions wins over anything else --------------
@@ -118,11 +130,16 @@ class SyncDriver:
         if self.watchdog.interrupted:
             return machine.feed(Interrupt(), self._now())
         opened_at = time.monotonic()
+        # Until the headers arrive there is no stream handle: an interrupt or stall aborts the
+        # socket this thread is blocked on (RES-11, WD-1 in the open phase).
+        self.watchdog.arm(blocked_read_aborter())
         try:
             client = self.source.client_for_attempt()
             attempt = self.adapter.open(client, self.params, plan, self.watchdog.stale_timeout)
         except BaseException as exc:
+            self.watchdog.disarm()
             return self._failure(exc, opened_at)
+        self.watchdog.disarm()
         self.attempt = attempt
         self.attempts_opened.append(attempt)
         if self.watchdog.interrupted:
@@ -177,7 +194,7 @@ class SyncDriver:
             count += 1
             self.watchdog.touch()
             if self.cb.activity is not None:
-                self.cb.activity(type(obj).__name__)
+                self.cb.activity(activity_label(obj))
             t = self._now()
             for event in translator.payload(as_plain(obj)):
                 control = self._deliver_inline(machine.feed(event, t))
@@ -196,19 +213,15 @@ class SyncDriver:
 
     def _failure(self, exc: BaseException, opened_at: float) -> tuple[Any, ...]:
         """Turn whatever ended the attempt into the right event for the machine."""
-        machine = self.machine
         fired = self.watchdog.fired
-        if fired == "interrupt" or self.watchdog.interrupted or isinstance(exc, KeyboardInterrupt):
-            return machine.feed(Interrupt(), self._now())
-        if fired == "stale" or (
-            is_read_timeout(exc) and time.monotonic() - opened_at >= self.watchdog.stale_timeout * 0.95
-        ):
-            return machine.feed(StaleTimeout(self.watchdog.stale_timeout), self._now())
-        if isinstance(exc, CallbackError):
-            return machine.feed(AttemptFailed(exc.original, from_callback=True), self._now())
-        if not isinstance(exc, Exception):
-            raise exc  # SystemExit, GeneratorExit: not ours to handle
-        return machine.feed(AttemptFailed(exc), self._now())
+        event = failure_event(
+            exc,
+            interrupted=fired == "interrupt" or self.watchdog.interrupted,
+            stalled=fired == "stale",
+            open_for=time.monotonic() - opened_at,
+            stale_timeout=self.watchdog.stale_timeout,
+        )
+        return self.machine.feed(event, self._now())
 
     # -- delivering to the caller ----------------------------------------------------------------------
     def _deliver_inline(self, outputs: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -239,17 +252,29 @@ class SyncDriver:
 
     # -- the non-streaming fallback ----------------------------------------------------------------------
     def _run_fallback(self, response: Any) -> tuple[Any, ...]:
+        watchdog = self.watchdog
+        if watchdog.interrupted:
+            return self.machine.feed(Interrupt(), self._now())
+        # The plain request is bounded like an attempt (FSM-6): a silent provider is a stall, and
+        # an interrupt aborts the socket this thread waits on (RES-11).
+        watchdog.arm(blocked_read_aborter())
         try:
             if response is None:
                 client = self.source.client_for_attempt()
                 response = self.adapter.request_plain(client, self.params)
             events = tuple(self.adapter.finished_events(response))
         except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
-                return self.machine.feed(Interrupt(), self._now())
-            if not isinstance(exc, Exception):
-                raise
-            return self.machine.feed(AttemptFailed(exc), self._now())
+            watchdog.disarm()
+            event = fallback_failure_event(
+                exc,
+                interrupted=watchdog.interrupted,
+                stalled=watchdog.fired == "stale",
+                stale_timeout=watchdog.stale_timeout,
+            )
+            return self.machine.feed(event, self._now())
+        watchdog.disarm()
+        if watchdog.interrupted:
+            return self.machine.feed(Interrupt(), self._now())
         outputs = self.machine.feed(FallbackFinished(events, response), self._now())
         try:
             return self._deliver_inline(outputs)

@@ -5,17 +5,70 @@ or an interrupt, then aborts the armed attempt (shutting its socket down wakes t
 never feeds the machine itself: it leaves `fired` for the reading thread, which turns it into a
 StaleTimeout or Interrupt event. No busy polling: it wakes only at deadlines, on interrupts, and —
 only when the caller passed their own `threading.Event` — every 50 ms to look at it.
+
+Before the response headers arrive there is no stream handle yet, and the SDKs offer no way to
+reach the connection of one request among the shared client's pool; `abort_blocked_read` finds
+the socket the reading thread is blocked on in that thread's frames below the driver's own, so a
+provider that never answers can still be interrupted at once (RES-11).
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 
-__all__ = ["Watchdog"]
+__all__ = ["Watchdog", "abort_blocked_read", "blocked_read_aborter"]
 
 _USER_EVENT_POLL = 0.05
+_REABORT_INTERVAL = 0.05
+_MAX_FRAMES = 256
+
+
+def _socket_in(value: object) -> socket.socket | None:
+    if isinstance(value, socket.socket):
+        return value
+    fields = getattr(value, "__dict__", None)  # instance fields only: no __getattr__ side effects
+    held = fields.get("_sock") if isinstance(fields, dict) else None
+    return held if isinstance(held, socket.socket) else None
+
+
+def blocked_read_aborter() -> Callable[[], None]:
+    """For the calling (reading) thread: an abort that shuts down the socket it will block on.
+
+    Only the frames below the caller's are searched (the SDK and HTTP library it calls into),
+    never the caller's own or outer frames, which belong to the application.
+    """
+    thread_id = threading.get_ident()
+    boundary = sys._getframe(1)
+    return lambda: abort_blocked_read(thread_id, boundary)
+
+
+def abort_blocked_read(thread_id: int, boundary: FrameType) -> None:
+    """Shut down the socket `thread_id` is blocked on, searching its frames inside `boundary`.
+
+    The innermost frame holding a socket (a local, or the `_sock` field of a local, as httpcore's
+    streams keep it) is the connection the thread waits on; shutting it down wakes the blocked call
+    with an error. Does nothing when the thread has left `boundary` or holds no socket.
+    """
+    frame = sys._current_frames().get(thread_id)
+    inner: list[FrameType] = []
+    while frame is not boundary:
+        if frame is None or len(inner) >= _MAX_FRAMES:
+            return  # the thread has left the driver's call: nothing of ours to abort
+        inner.append(frame)
+        frame = frame.f_back
+    for frame in inner:
+        for value in list(frame.f_locals.values()):
+            sock = _socket_in(value)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                return
 
 
 class Watchdog:
@@ -73,25 +126,34 @@ class Watchdog:
     def _run(self) -> None:
         with self._cond:
             while not self._stopped:
-                if self.interrupted:
+                if self.interrupted and self.fired != "interrupt":
                     self._fire("interrupt")
-                    self._cond.wait()
-                    continue
-                timeout: float | None = None
-                if self._abort is not None:
-                    remaining = self._last_activity + self.stale_timeout - time.monotonic()
-                    if remaining <= 0:
-                        self._fire("stale")
-                        continue
-                    timeout = remaining
-                if self._user_event is not None:
-                    timeout = _USER_EVENT_POLL if timeout is None else min(timeout, _USER_EVENT_POLL)
-                self._cond.wait(timeout)
+                elif self.fired is None and self._abort is not None and self._remaining() <= 0:
+                    self._fire("stale")
+                self._cond.wait(self._next_wakeup())
+                if self.fired is not None and self._abort is not None and not self._stopped:
+                    # Still armed after firing: the reader has not noticed yet, e.g. an SDK retried
+                    # the request inside the same call (botocore does). Abort again.
+                    self._abort()
+
+    def _remaining(self) -> float:
+        return self._last_activity + self.stale_timeout - time.monotonic()
+
+    def _next_wakeup(self) -> float | None:
+        if self.fired is not None:
+            if self._abort is not None:
+                return _REABORT_INTERVAL
+            if self.fired == "interrupt" or self._user_event is None:
+                return None  # until re-armed or stopped
+            return _USER_EVENT_POLL
+        timeout = self._remaining() if self._abort is not None else None
+        if self._user_event is not None:
+            timeout = _USER_EVENT_POLL if timeout is None else min(timeout, _USER_EVENT_POLL)
+        return timeout
 
     def _fire(self, reason: str) -> None:
         if self.fired != "interrupt":
             self.fired = reason
             self.fired_at = time.monotonic()
-        abort, self._abort = self._abort, None
-        if abort is not None:
-            abort()
+        if self._abort is not None:
+            self._abort()

@@ -12,13 +12,16 @@ __all__ = ["APIS", "adapter_for", "infer_api"]
 APIS = ("chat_completions", "responses", "anthropic_messages", "bedrock_converse")
 
 
-def infer_api(client: Any) -> str:
-    """The API a client speaks, from its type; Chat Completions for OpenAI-shaped clients."""
+def infer_api(client: Any, params: dict[str, Any] | None = None) -> str:
+    """The API a client speaks, from its type; for OpenAI clients, Responses when the params are
+    shaped for it (`input` and no `messages`), else Chat Completions."""
     module = type(client).__module__.split(".", 1)[0]
     if module == "anthropic" or (hasattr(client, "messages") and not hasattr(client, "chat")):
         return "anthropic_messages"
     if hasattr(client, "converse_stream"):
         return "bedrock_converse"
+    if params and "input" in params and "messages" not in params and hasattr(client, "responses"):
+        return "responses"
     return "chat_completions"
 
 

@@ -3,20 +3,35 @@
 Adapters translate, they do not decide: they open an attempt through the SDK, turn its bytes or
 objects into normalized events, and serve the non-streaming fallback. Classification of errors is
 `errors.classify`; policy is the machine's.
+
+The async side mirrors it: an adapter may offer `aopen()` and `arequest_plain()` for async SDK
+clients, returning an `AsyncAttempt`; `aopen_streaming` and `aobject_attempt` do the SDK-neutral
+part. An adapter without them is run by the async driver in a worker thread (Bedrock).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import json
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from ..actions import OpenAttempt
 from ..wire.pipeline import Translator
 
-__all__ = ["Attempt", "ProviderAdapter", "as_plain", "socket_of"]
+__all__ = [
+    "AsyncAttempt",
+    "Attempt",
+    "ProviderAdapter",
+    "aobject_attempt",
+    "aopen_streaming",
+    "as_plain",
+    "socket_of",
+    "timeout_for",
+]
 
 
 class ProviderAdapter(Protocol):
@@ -100,6 +115,99 @@ class Attempt:
             self._closer()
 
 
+class AsyncAttempt:
+    """One async attempt's open stream: async byte chunks, async objects, or a finished response.
+
+    `aclose()` runs the closer exactly once. The async driver ends a blocked read by cancelling
+    the task; `abort()` is only the last resort when that close is itself cancelled.
+    """
+
+    def __init__(
+        self,
+        *,
+        chunks: AsyncIterator[bytes] | None = None,
+        objects: AsyncIterator[Any] | None = None,
+        finished: Any = None,
+        closer: Callable[[], Awaitable[None]] | None = None,
+        sock: socket.socket | None = None,
+    ) -> None:
+        self.chunks = chunks
+        self.objects = objects
+        self.finished = finished
+        self._closer = closer
+        self._sock = sock
+        self.closed = False
+        self.close_calls = 0
+
+    def abort(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_calls += 1
+        if self._closer is not None:
+            await self._closer()
+
+
+async def aopen_streaming(manager: Any) -> AsyncAttempt:
+    """Enter an SDK's async raw streaming response (`….with_streaming_response.create(...)`).
+
+    Returns the body's bytes as they arrive, or — for a 200 answered with JSON instead of an event
+    stream (WIRE-5) — the finished body, read and closed at once.
+    """
+    response = await manager.__aenter__()
+    http = response.http_response
+    chunks = http.aiter_bytes()
+
+    async def closer() -> None:
+        try:
+            await chunks.aclose()  # an unfinished async generator must not be left to the GC
+        finally:
+            await manager.__aexit__(None, None, None)
+
+    content_type = http.headers.get("content-type", "")
+    if "json" in content_type and "event-stream" not in content_type:
+        try:
+            body = json.loads(await http.aread())
+        finally:
+            await closer()
+        return AsyncAttempt(finished=body)
+    return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http))
+
+
+async def aobject_attempt(returned: Any, is_finished: Callable[[Any], bool]) -> AsyncAttempt:
+    """WIRE-5 for async clients: `create(stream=True)` gave objects (async or not) or a finished one."""
+    if inspect.isawaitable(returned):
+        returned = await returned
+    if is_finished(returned):
+        return AsyncAttempt(finished=returned)
+    if hasattr(returned, "__aiter__"):
+        objects: AsyncIterator[Any] = returned.__aiter__()
+    else:
+        objects = _as_async(iter(returned))
+    closers = [getattr(objects, "aclose", None)]  # an async generator must not be left to the GC
+    if returned is not objects:
+        closers.append(getattr(returned, "close", None) or getattr(returned, "aclose", None))
+
+    async def closer() -> None:
+        for close in closers:
+            if callable(close):
+                closing = close()
+                if inspect.isawaitable(closing):
+                    await closing
+
+    return AsyncAttempt(objects=objects, closer=closer)
+
+
+async def _as_async(items: Iterator[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item
+
+
 def as_plain(obj: Any) -> Any:
     """SDK objects (pydantic models, namespaces, plain objects) as dicts and lists (WIRE-5)."""
     if obj is None or isinstance(obj, (str, int, float, bool, dict)):
@@ -115,3 +223,16 @@ def as_plain(obj: Any) -> Any:
     if isinstance(fields, dict):
         return {key: as_plain(value) for key, value in fields.items() if not key.startswith("_")}
     return obj
+
+
+def timeout_for(client: Any, read_timeout: float) -> Any:
+    """The client's own timeout with its read timeout capped at the stale timeout (WD-1, open phase)."""
+    current = getattr(client, "timeout", None)
+    read = getattr(current, "read", current)
+    if isinstance(read, (int, float)) and read < read_timeout:
+        return current
+    if current is not None and hasattr(current, "connect"):
+        return type(current)(
+            connect=current.connect, read=read_timeout, write=current.write, pool=current.pool
+        )
+    return read_timeout

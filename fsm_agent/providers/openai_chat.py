@@ -4,11 +4,13 @@ Opens the request through the SDK's raw streaming response (the SDK handles auth
 headers and HTTP status errors) and translates decoded chunks — plain dicts — into normalized
 events. A client without that interface, or one that answers with objects, an iterable of chunks
 or a finished completion, is read by attribute (WIRE-5). Imports `openai` nowhere: any client
-shaped like it works. Never decides policy.
+shaped like it works. `aopen`/`arequest_plain` do the same for async clients (`AsyncOpenAI`).
+Never decides policy.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,7 +31,15 @@ from ..redact import redact, truncate
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
 from ..wire.sse import SSEFrame
-from .base import Attempt, as_plain, socket_of
+from .base import (
+    AsyncAttempt,
+    Attempt,
+    aobject_attempt,
+    aopen_streaming,
+    as_plain,
+    socket_of,
+    timeout_for,
+)
 
 __all__ = ["ChatCompletionsAdapter", "is_native_gemini"]
 
@@ -107,7 +117,11 @@ class ChatTranslator:
         if data == "[DONE]":
             self.done = True
             return []
-        return self.payload(parse_json_payload(data))
+        chunk = parse_json_payload(data)
+        if frame.event == "error":  # ACC-10: an SSE error event, whatever its payload's shape
+            inner = chunk.get("error") if isinstance(chunk, dict) else None
+            raise _error_event(inner or chunk)
+        return self.payload(chunk)
 
     def payload(self, chunk: Any) -> list[Any]:
         if not isinstance(chunk, dict):
@@ -253,7 +267,7 @@ class ChatCompletionsAdapter:
         raw_api = getattr(completions, "with_streaming_response", None)
         if raw_api is None:
             return _object_attempt(completions.create(**kwargs))
-        manager = raw_api.create(**kwargs, timeout=_timeout_for(client, read_timeout))
+        manager = raw_api.create(**kwargs, timeout=timeout_for(client, read_timeout))
         response = manager.__enter__()
         http = response.http_response
 
@@ -278,6 +292,21 @@ class ChatCompletionsAdapter:
     def finished_events(self, response: Any) -> list[Any]:
         return completion_events(response)
 
+    # -- async clients (AsyncOpenAI and alike): the same request, awaited ------------------------------
+    async def aopen(
+        self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float
+    ) -> AsyncAttempt:
+        kwargs = self.stream_params(client, params, plan)
+        completions = client.chat.completions
+        raw_api = getattr(completions, "with_streaming_response", None)
+        if raw_api is None:
+            return await aobject_attempt(completions.create(**kwargs), _is_finished_completion)
+        return await aopen_streaming(raw_api.create(**kwargs, timeout=timeout_for(client, read_timeout)))
+
+    async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        response = self.request_plain(client, params)
+        return await response if inspect.isawaitable(response) else response
+
 
 def _object_attempt(returned: Any) -> Attempt:
     """WIRE-5: a client whose create(stream=True) returns objects rather than a raw response."""
@@ -285,19 +314,6 @@ def _object_attempt(returned: Any) -> Attempt:
         return Attempt(finished=returned)
     close = getattr(returned, "close", None)
     return Attempt(objects=returned, closer=close if callable(close) else None)
-
-
-def _timeout_for(client: Any, read_timeout: float) -> Any:
-    """The client's own timeout with its read timeout capped at the stale timeout (WD-1, open phase)."""
-    current = getattr(client, "timeout", None)
-    read = getattr(current, "read", current)
-    if isinstance(read, (int, float)) and read < read_timeout:
-        return current
-    if current is not None and hasattr(current, "connect"):
-        return type(current)(
-            connect=current.connect, read=read_timeout, write=current.write, pool=current.pool
-        )
-    return read_timeout
 
 
 def finished_event(response: Any) -> FinishedResponse:

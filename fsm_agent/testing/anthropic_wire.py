@@ -1,7 +1,8 @@
 """Anthropic Messages wire format (``POST /v1/messages``): the SSE event sequence
 (``message_start``, ``ping``, ``content_block_start/delta/stop`` with text, thinking, signature and
 input-JSON deltas, ``message_delta``, ``message_stop``), the finished Message body, and Anthropic
-error bodies. Refusal steps are sent as text (the API has no refusal delta)."""
+error bodies. Refusal steps are sent as text (the API has no refusal delta). ``NoBlockStop`` leaves
+blocks of a kind open (no ``content_block_stop``) while the message goes on to its end."""
 
 from __future__ import annotations
 
@@ -98,6 +99,7 @@ class AnthropicWire(Wire):
             Frame(sse({"type": "message_start", "message": message}, "message_start"), "start"),
             Frame(sse({"type": "ping"}, "ping"), "ping"),
         ]
+        unclosed = {fault.kind for fault in sc.faults_of(F.NoBlockStop)}
         for index, block in enumerate(sc.blocks()):
             start = {
                 "type": "content_block_start",
@@ -121,6 +123,8 @@ class AnthropicWire(Wire):
                 delta = {"type": "signature_delta", "signature": block.step.signature}
                 event = {"type": "content_block_delta", "index": index, "delta": delta}
                 frames.append(Frame(sse(event, "content_block_delta"), "signature"))
+            if block.kind in unclosed:
+                continue
             stop = {"type": "content_block_stop", "index": index}
             frames.append(
                 Frame(sse(stop, "content_block_stop"), "tool_end" if block.kind == "tool" else "block")

@@ -151,6 +151,23 @@ class EmptyBody:
 
 
 @dataclass(frozen=True)
+class EndAfter:
+    """End the body cleanly (no abort) after ``frames`` frames (of ``kind``, when given): the
+    stream just stops, e.g. before Anthropic's ``message_start`` or in the middle of a tool call."""
+
+    frames: int = 0
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class NoBlockStop:
+    """Anthropic only: never send ``content_block_stop`` for blocks of ``kind`` (``tool``,
+    ``text``, ``reasoning``): the block stays open while the message goes on to its end."""
+
+    kind: str = "tool"
+
+
+@dataclass(frozen=True)
 class BedrockAccessDenied:
     """Bedrock only: HTTP 403 AccessDeniedException for ``converse-stream`` (naming
     ``bedrock:InvokeModelWithResponseStream``); ``converse`` is served normally."""
@@ -178,6 +195,8 @@ Fault = (
     | StreamingUnsupported
     | NonStreamingBody
     | EmptyBody
+    | EndAfter
+    | NoBlockStop
     | BedrockAccessDenied
     | CorruptCrc
 )

@@ -29,6 +29,7 @@ from fsm_agent.testing.frames import (
     build_plan,
     dumps,
     keepalive_plan,
+    position,
     status_message,
 )
 from fsm_agent.testing.scenario import Scenario
@@ -202,6 +203,9 @@ class EmulatorHandler(BaseHTTPRequestHandler):
             self._stream(wire.stream_content_type, keepalive_plan(wire, only))
             return
         frames = wire.stream_frames(sc, ctx)
+        end = sc.fault(F.EndAfter)
+        if end is not None:
+            frames = frames[: position(frames, end.frames, end.kind)]
         self._stream(wire.stream_content_type, build_plan(frames, wire, sc, ctx, delay))
 
     def _stream(self, ctype: str, plan: Iterable[Action]) -> None:

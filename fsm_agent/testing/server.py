@@ -26,6 +26,7 @@ __all__ = ["THREAD_PREFIX", "Emulator", "EmulatorServer", "Request"]
 class EmulatorServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # the stdlib's 5 makes bursts of connects wait a 1 s SYN retry
 
     def __init__(self, emulator: Emulator, address: tuple[str, int]) -> None:
         self.emulator = emulator

@@ -1,8 +1,16 @@
 """Trace sinks: where a session's transition records (and, opt-in, its wire events) are written.
 
 A sink is any object with `record_wire: bool`, `write_record(record)`, `write_event(request_id,
-event, t)` and `close()`. `Session(trace=PATH)` appends JSON Lines to PATH, created owner-only
-(SEC-3); `Session(trace=sink)` takes any sink; `MemorySink` keeps everything for tests.
+event, t, attempt, state)` (called only when `record_wire` is on), optionally
+`write_request(request_id, header)`, and `close()`. `Session(trace=PATH)` appends JSON Lines to
+PATH, created readable by its owner only (SEC-3); `Session(trace=sink)` takes any sink;
+`MemorySink` keeps the very lines a file would hold, for tests and in-process replay.
+
+Wire events are batched: the events a request's machine is fed between two of its transitions
+share one `events` line, written just before the transition record they led to (or when the batch
+grows large), which keeps wire recording cheap and the trace fast to replay. The line shapes are
+in docs/trace-format.md. Sinks never see request parameters, headers or client settings, so
+credentials cannot reach a trace (TR-5).
 """
 
 from __future__ import annotations
@@ -10,13 +18,29 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import fields, is_dataclass
+import weakref
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..events import ReasoningDelta, RefusalDelta, ResponseMeta, TextDelta
+from .codec import encode_event
 from .records import SCHEMA_VERSION, TransitionRecord
 
-__all__ = ["JsonlSink", "MemorySink", "TraceSink", "encode_event", "resolve_sink"]
+__all__ = [
+    "EventRecorder",
+    "JsonlSink",
+    "MemorySink",
+    "TraceSink",
+    "resolve_sink",
+    "write_request_header",
+]
+
+_dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
+_quote = json.encoder.encode_basestring_ascii
+_BATCH_EVENTS = 1000
+_BATCH_CHARS = 256 * 1024
+_FLUSH_AT = 64 * 1024
+_TEXT_KINDS = {TextDelta: "TextDelta", ReasoningDelta: "ReasoningDelta", RefusalDelta: "RefusalDelta"}
 
 
 class TraceSink(Protocol):
@@ -24,83 +48,247 @@ class TraceSink(Protocol):
 
     def write_record(self, record: TransitionRecord) -> None: ...
 
-    def write_event(self, request_id: str, event: object, t: float) -> None: ...
+    def write_event(self, request_id: str, event: object, t: float, attempt: int, state: str) -> None: ...
 
     def close(self) -> None: ...
 
 
-def encode_event(event: object) -> dict[str, Any]:
-    """A normalized event as a JSON-ready dict: its kind and its fields."""
-    out: dict[str, Any] = {"kind": type(event).__name__}
-    if is_dataclass(event):
-        for f in fields(event):
-            value = getattr(event, f.name)
-            if isinstance(value, BaseException):
-                value = {"type": type(value).__name__, "message": str(value)}
-            elif is_dataclass(value) and not isinstance(value, type):
-                value = {f2.name: getattr(value, f2.name) for f2 in fields(value)}
-            elif isinstance(value, tuple):
-                value = [encode_event(item) for item in value]
-            elif value is not None and not isinstance(value, (str, int, float, bool, dict, list)):
-                value = repr(value)[:200]
-            out[f.name] = value
-    return out
+def event_item(event: object, t: float) -> str:
+    """One event of an `events` line: `[t, kind]` or `[t, kind, payload]`, as JSON text."""
+    t = round(t, 6)
+    cls = type(event)
+    kind = _TEXT_KINDS.get(cls)
+    if kind is not None:
+        return f'[{t!r},"{kind}",{_quote(event.text)}]'  # type: ignore[attr-defined]
+    if cls is ResponseMeta:
+        meta: ResponseMeta = event  # type: ignore[assignment]
+        if meta.id is not None and meta.model is not None and meta.provider_data is None and meta.raw is None:
+            # Chat Completions sends one with every chunk: skip the general encoder.
+            return f'[{t!r},"ResponseMeta",{{"id":{_quote(meta.id)},"model":{_quote(meta.model)}}}]'
+    fields = encode_event(event)
+    kind = fields.pop("kind")
+    return _dumps([t, kind, fields] if fields else [t, kind])
 
 
-class MemorySink:
-    """Keeps records and events in lists (tests, the CLI)."""
+def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
+    """Announce a request to `sink`: the settings and session memory its machine starts with.
 
-    def __init__(self, record_wire: bool = False) -> None:
-        self.record_wire = record_wire
-        self.records: list[TransitionRecord] = []
-        self.events: list[tuple[str, dict[str, Any], float]] = []
+    `facts` adds what the session resolved outside the machine (api, model, stale_timeout).
+    Replay rebuilds the machine from this line; a sink without `write_request` is skipped.
+    """
+    write = getattr(sink, "write_request", None)
+    if write is None:
+        return
+    ctx = machine.ctx
+    stale_timeout = facts.pop("stale_timeout", None)
+    header = {
+        **facts,
+        "record_wire": bool(getattr(sink, "record_wire", False)),
+        "settings": {
+            "retries": ctx.retries,
+            "unsupported": ctx.unsupported,
+            "stale_giveup": ctx.stale_giveup,
+            "stale_timeout": stale_timeout,
+        },
+        "memory": {
+            "stale_streak": ctx.stale_streak,
+            "streaming_disabled": ctx.streaming_disabled,
+            "stream_options_unsupported": ctx.stream_options_unsupported,
+        },
+    }
+    write(machine.request_id, header)
 
-    def write_record(self, record: TransitionRecord) -> None:
-        self.records.append(record)
 
-    def write_event(self, request_id: str, event: object, t: float) -> None:
-        self.events.append((request_id, encode_event(event), t))
+class EventRecorder:
+    """The machine's `on_event` hook under wire recording: every event fed, with where it met the
+    machine (attempt number and state), goes to the sink before the machine applies it."""
 
-    def close(self) -> None:
-        pass
+    __slots__ = ("_machine", "_request_id", "_sink", "_state", "_state_name")
+
+    def __init__(self, sink: TraceSink, request_id: str) -> None:
+        self._sink = sink
+        self._request_id = request_id
+        self._machine: Any = None
+        self._state: Any = None
+        self._state_name = ""
+
+    def attach(self, machine: Any) -> None:
+        self._machine = machine
+
+    def __call__(self, event: object, t: float) -> None:
+        machine = self._machine
+        state = machine.state
+        if state is not self._state:  # Enum.value is slow; the state changes rarely
+            self._state, self._state_name = state, state.value
+        self._sink.write_event(self._request_id, event, t, machine.ctx.attempt, self._state_name)
 
 
-class JsonlSink:
-    """Appends one JSON object per line; the file is created readable by its owner only."""
+class _Batch:
+    __slots__ = ("attempt", "chars", "items", "state")
 
-    def __init__(self, path: str | os.PathLike[str], record_wire: bool = False) -> None:
-        self.path = Path(path)
+    def __init__(self, attempt: int, state: str) -> None:
+        self.attempt = attempt
+        self.state = state
+        self.items: list[str] = []
+        self.chars = 0
+
+
+class _LineSink:
+    """The line shapes and the batching of wire events; subclasses say where a line goes."""
+
+    def __init__(self, record_wire: bool) -> None:
         self.record_wire = record_wire
         self._lock = threading.Lock()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._file = os.fdopen(fd, "a", encoding="utf-8")
+        self._batches: dict[str, _Batch] = {}
 
-    def _write(self, line: dict[str, Any]) -> None:
-        text = json.dumps(line, ensure_ascii=False, default=repr)
+    def _emit(self, line: str, flush: bool) -> None:
+        raise NotImplementedError
+
+    def _flush_batch(self, request_id: str) -> None:
+        batch = self._batches.pop(request_id, None)
+        if batch is None:
+            return
+        self._emit(
+            f'{{"schema":{SCHEMA_VERSION},"type":"events","request_id":{_quote(request_id)},'
+            f'"attempt":{batch.attempt},"state":"{batch.state}","events":[{",".join(batch.items)}]}}',
+            False,
+        )
+
+    def write_request(self, request_id: str, header: dict[str, Any]) -> None:
+        line = _dumps({"schema": SCHEMA_VERSION, "type": "request", "request_id": request_id, **header})
         with self._lock:
-            self._file.write(text + "\n")
-            self._file.flush()
+            self._emit(line, True)
 
     def write_record(self, record: TransitionRecord) -> None:
-        self._write({"type": "transition", **record.as_dict()})
+        line = _dumps({"schema": SCHEMA_VERSION, "type": "transition", **record.as_dict()})
+        with self._lock:
+            self._flush_batch(record.request_id)  # the events that led to it come first
+            self._emit(line, True)
 
-    def write_event(self, request_id: str, event: object, t: float) -> None:
-        self._write(
-            {"type": "event", "schema": SCHEMA_VERSION, "request_id": request_id, "t": round(t, 6),
-             "event": encode_event(event)}
-        )
+    def write_event(self, request_id: str, event: object, t: float, attempt: int, state: str) -> None:
+        item = event_item(event, t)
+        with self._lock:
+            batch = self._batches.get(request_id)
+            if batch is not None and (batch.attempt != attempt or batch.state != state):
+                self._flush_batch(request_id)
+                batch = None
+            if batch is None:
+                batch = self._batches[request_id] = _Batch(attempt, state)
+            batch.items.append(item)
+            batch.chars += len(item)
+            if len(batch.items) >= _BATCH_EVENTS or batch.chars >= _BATCH_CHARS:
+                self._flush_batch(request_id)
+
+    def flush(self) -> None:
+        """Write out every pending batch of wire events."""
+        with self._lock:
+            for request_id in list(self._batches):
+                self._flush_batch(request_id)
+            self._emit("", True)
+
+
+class MemorySink(_LineSink):
+    """Keeps the lines a trace file would hold, as text (tests, the CLI, in-process replay)."""
+
+    def __init__(self, record_wire: bool = False) -> None:
+        super().__init__(record_wire)
+        self.lines: list[str] = []
+
+    def _emit(self, line: str, flush: bool) -> None:
+        if line:
+            self.lines.append(line)
+
+    @property
+    def records(self) -> list[TransitionRecord]:
+        from .reader import read_trace  # the reader checks the lines as it would a file's
+
+        self.flush()
+        return [record for found in read_trace(self).requests.values() for record in found.records]
+
+    def text(self) -> str:
+        """The trace as a file would hold it."""
+        self.flush()
+        return "".join(line + "\n" for line in self.lines)
+
+    def close(self) -> None:
+        self.flush()
+
+
+class _Output:
+    """The sink's file descriptor and pending bytes; flushed and closed exactly once."""
+
+    __slots__ = ("buffer", "fd")
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+        self.buffer = bytearray()
+
+    def flush(self) -> None:
+        if self.fd is None or not self.buffer:
+            return
+        view = memoryview(self.buffer)
+        try:
+            while view:
+                written = os.write(self.fd, view)
+                view = view[written:]
+        finally:
+            view.release()
+            self.buffer.clear()
+
+    def close(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            self.flush()
+        finally:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+
+
+class JsonlSink(_LineSink):
+    """Appends one JSON object per line to a file created readable by its owner only (SEC-3).
+
+    Request headers and transition records are written through at once, each preceded by the
+    batch of wire events that led to it; the file is flushed and closed by `close()`, or when the
+    sink is garbage-collected.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], record_wire: bool = False) -> None:
+        super().__init__(record_wire)
+        self.path = Path(path)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        self._out = _Output(fd)
+        self._finalizer = weakref.finalize(self, _Output.close, self._out)
+
+    def _emit(self, line: str, flush: bool) -> None:
+        out = self._out
+        if out.fd is None:
+            raise ValueError(f"the trace sink for {self.path} is closed")
+        if line:
+            out.buffer += line.encode("ascii")
+            out.buffer += b"\n"
+        if flush or len(out.buffer) >= _FLUSH_AT:
+            out.flush()
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            if self._out.fd is None:
+                return
+            for request_id in list(self._batches):
+                self._flush_batch(request_id)
+            self._finalizer()
 
 
-def resolve_sink(trace: Any) -> TraceSink | None:
+def resolve_sink(trace: Any, record_wire: bool = False) -> TraceSink | None:
+    """`Session(trace=…)`: None, a path (a new `JsonlSink`), or a sink object."""
     if trace is None:
+        if record_wire:
+            raise ValueError("record_wire=True needs a trace (a path or a sink)")
         return None
     if isinstance(trace, (str, os.PathLike)):
-        return JsonlSink(trace)
+        return JsonlSink(trace, record_wire=record_wire)
     if hasattr(trace, "write_record"):
+        if record_wire and not getattr(trace, "record_wire", False):
+            raise ValueError("this sink does not record the wire; create it with record_wire=True")
         return trace  # type: ignore[no-any-return]
     raise TypeError("trace must be a path or an object with write_record()/write_event()")

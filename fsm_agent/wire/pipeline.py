@@ -3,7 +3,8 @@
 Shared by the sync and async drivers. Pure: never performs I/O and reads no clock. It counts bytes
 (the per-request cap, SEC-2), payload frames and keepalives (WIRE-2/3), stops at an adapter's end
 marker (WIRE-4), and turns undecodable input into `ProviderStreamError` with the offending text,
-secrets redacted (RES-10, SEC-1).
+secrets redacted (RES-10, SEC-1). A translator's error becomes an `AttemptFailed` event after the
+events that preceded it, so nothing already received is lost.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..errors import ProviderStreamError, StreamLimitError
-from ..events import StreamEnd
+from ..errors import FsmAgentError, ProviderStreamError, StreamLimitError
+from ..events import AttemptFailed, StreamEnd
 from ..redact import redact, truncate
 from .sse import SSEDecodeError, SSEDecoder, SSEFrame
 
@@ -121,7 +122,13 @@ class WirePipeline:
                 continue
             self.frames += 1
             self.active = True
-            events.extend(translator.frame(frame))
+            try:
+                events.extend(translator.frame(frame))
+            except FsmAgentError as exc:
+                # What came before the bad frame in the same read is delivered first (a stub keeps
+                # it); the failure follows as the attempt's last event.
+                events.append(AttemptFailed(exc))
+                break
         return events
 
 

@@ -1,0 +1,210 @@
+"""The live display of one streaming request (CLI-3): the view contract, its plain-text form, and the
+choice between plain text and the rich terminal view (`live_view.py`).
+
+A view receives the session's callbacks (text, reasoning, tool names, notices), the transition
+records and tool-call fragments (through `progress.DisplaySink`), and at the end the result and the
+summary. The plain view writes lines to a text stream, flushed as they come, and never writes an
+escape code: it is what a pipe, a log file or `--no-color` gets. Views never touch the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Sequence
+from typing import Protocol, TextIO
+
+from ..events import ToolCallDelta, ToolCallEnd
+from ..result import StreamResult
+from ..trace.records import TransitionRecord
+from .progress import Change, Progress, Summary, ToolProgress
+
+__all__ = ["PlainView", "View", "make_view", "pretty_arguments", "size", "wants_plain"]
+
+
+class View(Protocol):
+    progress: Progress
+
+    def begin(self, header: Sequence[str]) -> None: ...
+
+    def text(self, text: str) -> None: ...
+
+    def reasoning(self, text: str) -> None: ...
+
+    def tool_call(self, index: int, name: str) -> None: ...
+
+    def status(self, message: str) -> None: ...
+
+    def record(self, record: TransitionRecord) -> None: ...
+
+    def wire_tool(self, event: ToolCallDelta | ToolCallEnd) -> None: ...
+
+    def end(self, result: StreamResult | None, summary: Summary) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def wants_plain(stream: TextIO, no_color: bool) -> bool:
+    """Plain text for pipes and files, `--no-color`, NO_COLOR and dumb terminals."""
+    if no_color or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return not (callable(isatty) and isatty())
+
+
+def make_view(stream: TextIO, progress: Progress, *, no_color: bool = False) -> View:
+    if wants_plain(stream, no_color):
+        return PlainView(stream, progress)
+    try:
+        from .live_view import LiveView  # rich is needed only for the terminal view
+    except ImportError:  # installed without the `cli` extra: the same information, plainly
+        return PlainView(stream, progress)
+    return LiveView.for_stream(stream, progress)
+
+
+def size(nbytes: int) -> str:
+    return f"{nbytes} B" if nbytes < 10_000 else f"{nbytes / 1024:.1f} KiB"
+
+
+def pretty_arguments(arguments: str) -> str:
+    """A tool call's arguments indented when they are JSON, verbatim when not."""
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except ValueError:
+        return arguments
+
+
+def cut_message(tool: ToolProgress) -> str:
+    return (
+        f"{tool.name or '(unnamed tool)'}: cut off after {size(tool.arg_bytes)} of arguments "
+        f"(attempt {tool.attempt}); not executed"
+    )
+
+
+class PlainView:
+    """Line-oriented text: the answer as it arrives, everything else on lines of its own, tagged.
+
+    Tags: `[state]` each state change with attempt and time, `[reasoning]` … `[end of reasoning]`,
+    `[tool]` tool calls as they start, complete or are cut, `[warning]` the session's notices.
+    """
+
+    def __init__(self, stream: TextIO, progress: Progress) -> None:
+        self.out = stream
+        self.progress = progress
+        self._at_line_start = True
+        self._broke_line = False  # we ended the provider's line early; its own newline is spent
+        self._in_reasoning = False
+        self._shown_complete: set[tuple[int, int]] = set()
+        # The reader of a pipe left (`| head`): content callbacks then end the request (CB-6);
+        # notices and records, which must not raise into the session, just stop.
+        self._gone = False
+
+    # -- writing -------------------------------------------------------------------------------------
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        if self._gone:
+            raise BrokenPipeError("the reader of the output has gone")
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            self._gone = True
+            raise
+        self._at_line_start = text.endswith("\n")
+
+    def _line(self, line: str) -> None:
+        """A line of our own: starts on a fresh line, whatever the answer was in the middle of."""
+        if not self._at_line_start:
+            self._write("\n")
+            self._broke_line = True
+        self._write(line + "\n")
+
+    def _close_reasoning(self) -> None:
+        if self._in_reasoning:
+            self._in_reasoning = False
+            self._line("[end of reasoning]")
+            self._broke_line = False
+
+    # -- the session's callbacks ---------------------------------------------------------------------
+    def begin(self, header: Sequence[str]) -> None:
+        for line in header:
+            self._line(line)
+
+    def text(self, text: str) -> None:
+        self.progress.text(text)
+        self._close_reasoning()
+        if self._broke_line and text.startswith("\n"):
+            text = text[1:]
+        self._broke_line = False
+        self._write(text)
+
+    def reasoning(self, text: str) -> None:
+        self.progress.reasoning(text)
+        if not self._in_reasoning:
+            self._line("[reasoning]")
+            self._in_reasoning = True
+        self._write(text)
+
+    def tool_call(self, index: int, name: str) -> None:
+        tool = self.progress.tool_named(index, name)
+        self._close_reasoning()
+        self._line(f"[tool] {tool.name}: receiving arguments…")
+
+    def status(self, message: str) -> None:
+        with contextlib.suppress(BrokenPipeError):
+            self._close_reasoning()
+            self._line(f"[warning] {message}")
+
+    # -- the machine, through DisplaySink -------------------------------------------------------------
+    def record(self, record: TransitionRecord) -> None:
+        change = self.progress.transition(record)
+        if change is None:
+            return
+        with contextlib.suppress(BrokenPipeError):
+            self._show_change(change)
+
+    def _show_change(self, change: Change) -> None:
+        if change.attempt_ended:
+            self._close_reasoning()
+            for tool in change.cut_tools:
+                self._line(f"[tool] {cut_message(tool)}")
+        if change.finishing:
+            for tool in self.progress.tools:
+                self._tool_complete(tool)
+        self._line(f"[state] {change.record.dest}  (attempt {change.attempt}, {change.record.t:.2f} s)")
+
+    def wire_tool(self, event: ToolCallDelta | ToolCallEnd) -> None:
+        if type(event) is ToolCallEnd:
+            tool = self.progress.tool_end(event)
+            if tool is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    self._tool_complete(tool)
+        else:
+            self.progress.tool_fragment(event)  # type: ignore[arg-type]
+
+    def _tool_complete(self, tool: ToolProgress) -> None:
+        key = (tool.attempt, tool.slot)
+        if key not in self._shown_complete:
+            self._shown_complete.add(key)
+            self._line(f"[tool] {tool.name or '(unnamed tool)'}: arguments complete ({size(tool.arg_bytes)})")
+
+    # -- the end -------------------------------------------------------------------------------------
+    def end(self, result: StreamResult | None, summary: Summary) -> None:
+        self._close_reasoning()
+        if not self._at_line_start:
+            self._write("\n")
+        if result is not None:
+            for call in result.tool_calls:
+                self._line(f"[tool call] {call.name} ({call.id})")
+                self._write(pretty_arguments(call.arguments) + "\n")
+            if result.refusal:
+                self._line(f"[refusal] {result.refusal}")
+        self._line("--- summary ---")
+        width = max(len(label) for label, _ in summary.rows())
+        for label, value in summary.rows():
+            self._line(f"{label:<{width}}  {value}")
+
+    def close(self) -> None:
+        pass

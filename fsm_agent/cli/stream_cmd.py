@@ -1,0 +1,117 @@
+"""`fsm-agent stream --api API --model M PROMPT`: one streaming request to a real provider, live (CLI-2).
+
+Keys come from the usual places: OPENAI_API_KEY (Chat Completions, Responses, and compatible hosts
+with --base-url), ANTHROPIC_API_KEY, and AWS's credential chain for Bedrock. A missing key is one
+line naming the variable to set, exit status 2. `--emulator SCENARIO` sends the same request to the
+built-in emulator instead, no key needed. The trace goes to a file whose path the summary prints;
+it holds transitions only (no text) unless --record-wire is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..providers import APIS
+from ..testing.registry import get_scenarios
+from .clients import (
+    EMULATOR_MODELS,
+    SetupError,
+    build_params,
+    check_adapter,
+    close_client,
+    emulator_client,
+    load_tools,
+    provider_client,
+)
+from .demo import DEFAULT_FRAME_DELAY, base_url_of
+from .runner import RequestSpec, new_trace_path, run_request
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("prompt", nargs="+", metavar="PROMPT", help="the user message (words are joined)")
+    parser.add_argument("--api", choices=APIS, default="chat_completions", help="the provider API to speak")
+    parser.add_argument("--model", help="the model (required unless --emulator is given)")
+    parser.add_argument("--base-url", help="the provider's base URL (OpenAI-compatible hosts, proxies)")
+    parser.add_argument("--system", help="a system prompt")
+    parser.add_argument(
+        "--tools", metavar="FILE.json", help="tools to offer: a JSON list, in any provider's shape"
+    )
+    parser.add_argument(
+        "--emulator", metavar="SCENARIO", help="stream from the built-in emulator playing SCENARIO instead"
+    )
+    parser.add_argument("--no-color", action="store_true", help="plain text, no escape codes")
+    parser.add_argument("--trace", metavar="PATH", help="trace file (default: a new temporary file)")
+    parser.add_argument(
+        "--record-wire", action="store_true", help="also write every wire event (and its text) to the trace"
+    )
+    parser.add_argument("--retries", type=int, metavar="N", help="transient-error retries (default: 2)")
+    parser.add_argument("--stale-timeout", type=float, metavar="SECONDS", help="the watchdog's stale timeout")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except SetupError as exc:
+        print(f"fsm-agent stream: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    api: str = args.api
+    if args.emulator is not None and args.base_url is not None:
+        raise SetupError("--emulator and --base-url exclude each other")
+    if args.model is None and args.emulator is None:
+        raise SetupError("--model is required (or use --emulator SCENARIO)")
+    tools = load_tools(args.tools) if args.tools else []
+    prompt = " ".join(args.prompt)
+    model = args.model or EMULATOR_MODELS[api]
+    params = build_params(api, model, prompt, system=args.system, tools=tools)
+    if args.emulator is None:
+        client = provider_client(api, args.base_url)
+        check_adapter(api)
+        where = args.base_url or "the provider's default endpoint"
+        return _stream(
+            args, client, params, [f"fsm-agent stream · {api} · {where} · model {model}", f"› {prompt}"]
+        )
+    return _stream_emulated(args, params, model, prompt)
+
+
+def _stream_emulated(args: argparse.Namespace, params: dict[str, Any], model: str, prompt: str) -> int:
+    from ..testing import Emulator
+
+    try:
+        script = get_scenarios(args.emulator)
+    except KeyError as exc:
+        raise SetupError(str(exc.args[0])) from None
+    check_adapter(args.api)
+    with Emulator(frame_delay=DEFAULT_FRAME_DELAY) as emulator:
+        emulator.script(*script)
+        client = emulator_client(args.api, emulator)
+        header = [
+            f"fsm-agent stream · {args.api} · emulator playing {args.emulator} · model {model}",
+            f"{base_url_of(args.api, emulator)}",
+            f"› {prompt}",
+        ]
+        return _stream(args, client, params, header)
+
+
+def _stream(args: argparse.Namespace, client: Any, params: dict[str, Any], header: list[str]) -> int:
+    spec = RequestSpec(
+        client=client,
+        params=params,
+        api=args.api,
+        header=header,
+        trace_path=args.trace or new_trace_path("fsm-agent-stream-"),
+        record_wire=args.record_wire,
+        retries=args.retries,
+        stale_timeout=args.stale_timeout,
+        no_color=args.no_color,
+    )
+    try:
+        return run_request(spec)
+    finally:
+        close_client(client)

@@ -1,0 +1,380 @@
+"""Anthropic Messages stream events → normalized events (PRV-A1), and a finished Message → events.
+
+One `AnthropicTranslator` per attempt keeps the attempt's content blocks: a tool's streamed input
+is kept as its fragments and parsed once, when its block stops (never per delta); input that is
+not a JSON object raises `ToolInputError` before the tool is closed, so it is still in flight for
+the guards (PRV-A4). The final `Message` is built once, at `message_delta`, and handed over as
+`ResponseMeta.raw`. Pure: no I/O; `anthropic` is imported only to build that object.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import ProviderStreamError, ToolInputError
+from ..events import (
+    FinishReason,
+    ReasoningDelta,
+    ResponseMeta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    UsageReport,
+)
+from ..redact import redact, truncate
+from ..result import Usage
+from ..wire.pipeline import parse_json_payload
+from ..wire.sse import SSEFrame
+from .base import as_plain
+
+__all__ = [
+    "FINISH_REASONS",
+    "AnthropicTranslator",
+    "anthropic_usage",
+    "build_message",
+    "is_finished_message",
+    "message_events",
+]
+
+# Anthropic stop reasons in Chat Completions terms; others pass through unchanged.
+FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+_TRACKS_INPUT = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+def _malformed(what: str, value: object) -> ProviderStreamError:
+    text = truncate(redact(repr(value)), 200)
+    return ProviderStreamError(
+        f"malformed Anthropic stream event: {what}, got {type(value).__name__} {text}",
+        code="provider_stream_malformed_chunk",
+        raw_text=text,
+    )
+
+
+def _stream_error(event: dict[str, Any]) -> ProviderStreamError:
+    """ACC-10: an `error` event; `overloaded_error` and `api_error` classify as transient."""
+    error = event.get("error")
+    if isinstance(error, dict):
+        code, message = error.get("type"), error.get("message")
+    else:
+        code, message = None, error
+    code = str(code) if code else "provider_stream_error"
+    message = str(message) if message else json.dumps(event)[:500]
+    return ProviderStreamError(
+        f"the provider reported an error in the stream ({code}): {message}", code=code, body=event
+    )
+
+
+def anthropic_usage(raw: dict[str, Any]) -> Usage:
+    """Anthropic counts cached input apart; `Usage.input_tokens` includes it, as OpenAI's does."""
+    fresh = raw.get("input_tokens")
+    read = raw.get("cache_read_input_tokens") or 0
+    created = raw.get("cache_creation_input_tokens") or 0
+    output = raw.get("output_tokens")
+    total_input = None if fresh is None else fresh + read + created
+    total = None if total_input is None and output is None else (total_input or 0) + (output or 0)
+    return Usage(input_tokens=total_input, output_tokens=output, total_tokens=total, cached_tokens=read)
+
+
+def build_message(body: dict[str, Any]) -> Any:
+    """The SDK's `Message` for a message dict (the dict itself when `anthropic` is not installed)."""
+    try:
+        from anthropic.types import Message
+    except ImportError:  # pragma: no cover - a client shaped like the SDK, without the SDK
+        return body
+    return Message.construct(**body)
+
+
+class _Block:
+    """One content block of the attempt: its start object and the pieces streamed into it."""
+
+    __slots__ = ("citations", "closed", "input", "parts", "signature", "start", "tool_index", "type")
+
+    def __init__(self, start: dict[str, Any], tool_index: int = -1) -> None:
+        self.start = start
+        self.type = start.get("type")
+        self.tool_index = tool_index
+        self.parts: list[str] = []
+        self.signature: str | None = None
+        self.citations: list[Any] = []
+        self.input: Any = None  # a tool's parsed input, once its block stopped
+        self.closed = False
+
+    def parse_input(self) -> Any:
+        """The tool input, parsed once from the joined fragments (PRV-A4: must be a JSON object)."""
+        text = "".join(self.parts)
+        if not text:
+            return self.start.get("input") or {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            problem = f"is not valid JSON ({exc})"
+        else:
+            if isinstance(value, dict):
+                return value
+            problem = f"is a JSON {type(value).__name__}, not an object"
+        name = self.start.get("name") or "?"
+        raise ToolInputError(
+            f"the streamed input of tool {name!r} {problem}", raw_text=truncate(redact(text))
+        )
+
+    def content(self) -> dict[str, Any]:
+        """The block as it stands in the final Message."""
+        block = dict(self.start)
+        if self.type == "text":
+            block["text"] = (block.get("text") or "") + "".join(self.parts)
+            if self.citations:
+                block["citations"] = [*(block.get("citations") or []), *self.citations]
+        elif self.type == "thinking":
+            block["thinking"] = (block.get("thinking") or "") + "".join(self.parts)
+            if self.signature is not None:
+                block["signature"] = self.signature
+        elif self.type in _TRACKS_INPUT:
+            block["input"] = self.input if self.input is not None else {}
+        return block
+
+
+class AnthropicTranslator:
+    """One attempt's events → normalized events. `done` is set by `message_stop`."""
+
+    __slots__ = ("_blocks", "_message", "_next_tool", "_usage", "done")
+
+    def __init__(self) -> None:
+        self.done = False
+        self._blocks: dict[int, _Block] = {}
+        self._next_tool = 0
+        self._message: dict[str, Any] = {}
+        self._usage: dict[str, Any] = {}
+
+    def frame(self, frame: SSEFrame) -> list[Any]:
+        data = frame.data
+        assert data is not None
+        event = parse_json_payload(data)
+        if frame.event == "error":
+            raise _stream_error(event if isinstance(event, dict) else {"error": event})
+        return self.payload(event)
+
+    def payload(self, event: Any) -> list[Any]:
+        if not isinstance(event, dict):
+            raise _malformed("an event must be a JSON object", event)
+        kind = event.get("type")
+        if kind == "content_block_delta":  # the hot path: one per token
+            return self._delta(event)
+        handler = _HANDLERS.get(kind) if isinstance(kind, str) else None
+        return handler(self, event) if handler is not None else []  # unknown events: ignored
+
+    # -- the events ------------------------------------------------------------------------------
+    def _message_start(self, event: dict[str, Any]) -> list[Any]:
+        message = event.get("message")
+        if not isinstance(message, dict):
+            raise _malformed("message_start carries no message object", message)
+        self._message = message
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            self._usage = dict(usage)
+        return [ResponseMeta(id=message.get("id"), model=message.get("model"))]
+
+    def _block_start(self, event: dict[str, Any]) -> list[Any]:
+        index, start = event.get("index"), event.get("content_block")
+        if not isinstance(index, int) or not isinstance(start, dict):
+            raise _malformed("content_block_start needs an integer index and a content_block", event)
+        block = _Block(start)
+        self._blocks[index] = block
+        kind = block.type
+        if kind == "tool_use":
+            block.tool_index = self._next_tool
+            self._next_tool += 1
+            call_id, name = start.get("id"), start.get("name")
+            return [
+                ToolCallDelta(
+                    block.tool_index,
+                    id=str(call_id) if call_id is not None else None,
+                    name=name if isinstance(name, str) else None,
+                )
+            ]
+        if kind == "text" and start.get("text"):
+            return [TextDelta(str(start["text"]))]
+        if kind == "thinking" and start.get("thinking"):
+            return [ReasoningDelta(str(start["thinking"]))]
+        return []
+
+    def _delta(self, event: dict[str, Any]) -> list[Any]:
+        delta = event.get("delta")
+        if type(delta) is not dict:
+            raise _malformed("content_block_delta needs a delta object", delta)
+        index = event.get("index")
+        block = self._blocks.get(index)  # type: ignore[arg-type]  # any other type finds no block
+        kind = delta.get("type")
+        if block is None:
+            block = self._implicit_block(index, kind)
+        if kind == "text_delta":
+            text = delta.get("text")
+            if type(text) is not str:
+                raise _malformed("text_delta needs a string text", text)
+            block.parts.append(text)
+            return [TextDelta(text)]
+        if kind == "input_json_delta":
+            partial = delta.get("partial_json")
+            if type(partial) is not str:
+                raise _malformed("input_json_delta needs a string partial_json", partial)
+            block.parts.append(partial)
+            if block.tool_index < 0 or not partial:
+                return []
+            return [ToolCallDelta(block.tool_index, arguments=partial)]
+        if kind == "thinking_delta":
+            thinking = delta.get("thinking")
+            if type(thinking) is not str:
+                raise _malformed("thinking_delta needs a string thinking", thinking)
+            block.parts.append(thinking)
+            return [ReasoningDelta(thinking)]
+        if kind == "signature_delta":
+            signature = delta.get("signature")
+            block.signature = signature if isinstance(signature, str) else None
+        elif kind == "citations_delta":
+            block.citations.append(delta.get("citation"))
+        return []
+
+    def _implicit_block(self, index: object, kind: object) -> _Block:
+        """A delta for a block that never started: open one of the matching type (ACC-8)."""
+        if not isinstance(index, int):
+            raise _malformed("content_block_delta needs an integer index", index)
+        start_type = {"input_json_delta": "tool_use", "thinking_delta": "thinking"}.get(str(kind), "text")
+        block = _Block({"type": start_type})
+        if start_type == "tool_use":
+            block.tool_index = self._next_tool
+            self._next_tool += 1
+        self._blocks[index] = block
+        return block
+
+    def _block_stop(self, event: dict[str, Any]) -> list[Any]:
+        index = event.get("index")
+        block = self._blocks.get(index) if isinstance(index, int) else None
+        return self._close(block) if block is not None else []
+
+    def _close(self, block: _Block) -> list[Any]:
+        """Validate a tool's input once; raise before ToolCallEnd, so it is still in flight."""
+        if block.closed:
+            return []
+        if block.type in _TRACKS_INPUT:
+            streamed = bool(block.parts)
+            block.input = block.parse_input()
+            block.closed = True
+            block.parts = []  # the accumulator keeps the arguments, the Message the parsed input
+            if block.tool_index < 0:
+                return []
+            events: list[Any] = []
+            if not streamed:  # nothing streamed: the start object's input is the whole input
+                arguments = json.dumps(block.input, ensure_ascii=False)
+                events.append(ToolCallDelta(block.tool_index, arguments=arguments))
+            events.append(ToolCallEnd(block.tool_index))
+            return events
+        block.closed = True
+        return []
+
+    def _message_delta(self, event: dict[str, Any]) -> list[Any]:
+        events: list[Any] = []
+        for block in self._blocks.values():  # a tool block that never stopped ends here
+            if not block.closed:
+                events.extend(self._close(block))
+        delta = event.get("delta")
+        delta = delta if isinstance(delta, dict) else {}
+        usage = event.get("usage")
+        if isinstance(usage, dict):  # cumulative counts: later values replace earlier ones
+            self._usage.update({key: value for key, value in usage.items() if value is not None})
+        stop = delta.get("stop_reason")
+        if isinstance(stop, str):
+            events.append(FinishReason(FINISH_REASONS.get(stop, stop)))
+        if self._usage:
+            events.append(UsageReport(anthropic_usage(self._usage)))
+        body = dict(self._message)
+        body["content"] = [self._blocks[index].content() for index in sorted(self._blocks)]
+        body.update({key: value for key, value in delta.items() if key != "type"})
+        body["usage"] = dict(self._usage)
+        events.append(ResponseMeta(provider_data=_provider_data(body), raw=build_message(body)))
+        return events
+
+    def _message_stop(self, event: dict[str, Any]) -> list[Any]:
+        self.done = True
+        return []
+
+    def _error(self, event: dict[str, Any]) -> list[Any]:
+        raise _stream_error(event)
+
+
+_HANDLERS = {
+    "message_start": AnthropicTranslator._message_start,
+    "content_block_start": AnthropicTranslator._block_start,
+    "content_block_stop": AnthropicTranslator._block_stop,
+    "message_delta": AnthropicTranslator._message_delta,
+    "message_stop": AnthropicTranslator._message_stop,
+    "error": AnthropicTranslator._error,
+}
+
+
+def _provider_data(body: dict[str, Any]) -> dict[str, Any]:
+    """What the normalized result cannot say: the native stop reason, cache writes, signatures."""
+    data: dict[str, Any] = {"stop_reason": body.get("stop_reason")}
+    if body.get("stop_sequence") is not None:
+        data["stop_sequence"] = body["stop_sequence"]
+    usage = body.get("usage") or {}
+    if usage.get("cache_creation_input_tokens"):
+        data["cache_creation_input_tokens"] = usage["cache_creation_input_tokens"]
+    blocks = body["content"]
+    signatures = [b["signature"] for b in blocks if b.get("type") == "thinking" and b.get("signature")]
+    if signatures:
+        data["thinking_signatures"] = signatures
+    redacted = [b.get("data") for b in blocks if b.get("type") == "redacted_thinking"]
+    if redacted:
+        data["redacted_thinking"] = redacted
+    return data
+
+
+def message_events(message: Any) -> list[Any]:
+    """A finished Message (SDK object or dict) as events: the fallback (RES-9) and WIRE-5."""
+    body = as_plain(message)
+    if not isinstance(body, dict):
+        raise _malformed("a message must be an object", body)
+    events: list[Any] = [ResponseMeta(id=body.get("id"), model=body.get("model"))]
+    tool_index = 0
+    content = body.get("content") or []
+    for block in content if isinstance(content, list) else []:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "thinking" and block.get("thinking"):
+            events.append(ReasoningDelta(str(block["thinking"])))
+        elif kind == "text" and block.get("text"):
+            events.append(TextDelta(str(block["text"])))
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            call_id, name = block.get("id"), block.get("name")
+            events.append(
+                ToolCallDelta(
+                    tool_index,
+                    id=str(call_id) if call_id else None,
+                    name=name if isinstance(name, str) else None,
+                    arguments=arguments,
+                )
+            )
+            events.append(ToolCallEnd(tool_index))
+            tool_index += 1
+    stop = body.get("stop_reason")
+    if isinstance(stop, str):
+        events.append(FinishReason(FINISH_REASONS.get(stop, stop)))
+    usage = body.get("usage")
+    if isinstance(usage, dict):
+        events.append(UsageReport(anthropic_usage(usage)))
+    if isinstance(content, list) and all(isinstance(block, dict) for block in content):
+        events.append(ResponseMeta(provider_data=_provider_data({**body, "content": content})))
+    return events
+
+
+def is_finished_message(obj: Any) -> bool:
+    if isinstance(obj, dict):
+        return obj.get("type") == "message" and isinstance(obj.get("content"), list)
+    return getattr(obj, "type", None) == "message" and isinstance(getattr(obj, "content", None), list)

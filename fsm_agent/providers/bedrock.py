@@ -1,0 +1,371 @@
+"""AWS Bedrock ConverseStream (a boto3 `bedrock-runtime` client): PRV-B1..B3.
+
+`converse_stream(**params)` answers once the response headers are in; its `stream` is botocore's
+event-stream parser over urllib3, which yields one dict per event (WIRE-1: Bedrock keeps it). The
+attempt hands those dicts to the driver with the socket under them, so the watchdog can end a
+blocked read from outside (PRV-B3). In-stream exception messages — raised by botocore as
+`EventStreamError`, or present as keys of an event dict — and frames botocore's parser rejects (a
+checksum mismatch) become `ProviderStreamError` with the provider's code and message; transport
+errors pass through as the original objects. Imports no SDK: botocore is recognised by class
+names. Never decides policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+from ..actions import OpenAttempt
+from ..errors import ProviderStreamError
+from ..events import (
+    FinishReason,
+    ReasoningDelta,
+    ResponseMeta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    UsageReport,
+)
+from ..redact import redact, truncate
+from ..result import Usage
+from ..wire.sse import SSEFrame
+from .base import Attempt, as_plain
+
+__all__ = ["BedrockAdapter", "BedrockTranslator", "converse_events", "in_stream_error"]
+
+STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+}
+
+# In-stream exceptions of ConverseStream, lower-cased; these are worth another attempt.
+TRANSIENT_EXCEPTIONS = frozenset(
+    {
+        "internalserverexception",
+        "modelstreamerrorexception",
+        "throttlingexception",
+        "serviceunavailableexception",
+    }
+)
+
+
+def _malformed(what: str, value: object) -> ProviderStreamError:
+    text = truncate(redact(repr(value)), 200)
+    return ProviderStreamError(
+        f"malformed Bedrock event: {what}, got {type(value).__name__} {text}",
+        code="provider_stream_malformed_chunk",
+        raw_text=text,
+    )
+
+
+def in_stream_error(code: str, body: object) -> ProviderStreamError:
+    """An exception message of the event stream (ACC-10), transient where its name says so."""
+    message = (body.get("message") or body.get("Message")) if isinstance(body, dict) else None
+    if not message:
+        message = json.dumps(body)[:500] if isinstance(body, dict) else str(body)
+    return ProviderStreamError(
+        f"Bedrock reported {code} in the stream: {message}",
+        code=code,
+        body=body,
+        transient=code.lower() in TRANSIENT_EXCEPTIONS,
+    )
+
+
+def _is_exception_key(key: str) -> bool:
+    return key.endswith("Exception")
+
+
+def _usage(raw: object) -> Usage | None:
+    """Bedrock counts cache reads and writes apart from `inputTokens`; ours includes them."""
+    if not isinstance(raw, dict):
+        return None
+    fresh = raw.get("inputTokens")
+    read = raw.get("cacheReadInputTokens")
+    written = raw.get("cacheWriteInputTokens")
+    total_input = None
+    if isinstance(fresh, int):
+        total_input = (
+            fresh + (read if isinstance(read, int) else 0) + (written if isinstance(written, int) else 0)
+        )
+    return Usage(
+        input_tokens=total_input,
+        output_tokens=raw.get("outputTokens"),
+        total_tokens=raw.get("totalTokens"),
+        cached_tokens=read if isinstance(read, int) else None,
+    )
+
+
+def _finish(stop_reason: object) -> FinishReason:
+    if not isinstance(stop_reason, str):
+        raise _malformed("messageStop needs a string stopReason", stop_reason)
+    return FinishReason(STOP_REASONS.get(stop_reason, stop_reason))
+
+
+class BedrockTranslator:
+    """One attempt's event dicts → normalized events.
+
+    Tool calls get indexes 0, 1, … in the order their blocks start; `contentBlockIndex` (which
+    counts text and reasoning blocks too) maps onto them, and a tool block's stop ends its call.
+    """
+
+    __slots__ = ("_meta", "_tool_by_block", "done")
+
+    def __init__(self, meta: ResponseMeta | None = None) -> None:
+        self.done = False
+        self._meta = meta
+        self._tool_by_block: dict[int, int] = {}
+
+    def frame(self, frame: SSEFrame) -> list[Any]:
+        raise ProviderStreamError(
+            "Bedrock streams are binary event streams read by botocore, not SSE",
+            code="provider_stream_malformed_chunk",
+        )
+
+    def payload(self, event: Any) -> list[Any]:
+        if not isinstance(event, dict):
+            raise _malformed("an event must be an object", event)
+        events: list[Any] = []
+        for key, body in event.items():
+            if _is_exception_key(key):
+                raise in_stream_error(key, body)
+            handler = _HANDLERS.get(key)
+            if handler is not None:
+                if not isinstance(body, dict):
+                    raise _malformed(f"{key} must be an object", body)
+                handler(self, body, events)
+        return events
+
+    # -- one method per event type --------------------------------------------------------------
+    def _message_start(self, body: dict[str, Any], events: list[Any]) -> None:
+        if self._meta is not None:
+            events.append(self._meta)
+
+    def _block_start(self, body: dict[str, Any], events: list[Any]) -> None:
+        start = body.get("start")
+        tool = start.get("toolUse") if isinstance(start, dict) else None
+        if not isinstance(tool, dict):
+            return
+        index = self._tool_index(body)
+        call_id = tool.get("toolUseId")
+        name = tool.get("name")
+        events.append(
+            ToolCallDelta(
+                index=index,
+                id=str(call_id) if call_id is not None else None,
+                name=name if isinstance(name, str) else None,
+            )
+        )
+
+    def _block_delta(self, body: dict[str, Any], events: list[Any]) -> None:
+        delta = body.get("delta")
+        if not isinstance(delta, dict):
+            raise _malformed("contentBlockDelta needs a delta object", delta)
+        text = delta.get("text")
+        if isinstance(text, str):
+            if text:
+                events.append(TextDelta(text))
+            return
+        reasoning = delta.get("reasoningContent")
+        if isinstance(reasoning, dict):
+            thought = reasoning.get("text")
+            if isinstance(thought, str) and thought:
+                events.append(ReasoningDelta(thought))
+            signature = reasoning.get("signature")
+            if isinstance(signature, str) and signature:
+                events.append(ResponseMeta(provider_data={"reasoning_signature": signature}))
+            return
+        tool = delta.get("toolUse")
+        if isinstance(tool, dict):
+            fragment = tool.get("input")
+            if fragment is not None and not isinstance(fragment, str):
+                fragment = json.dumps(fragment, ensure_ascii=False)
+            if fragment:
+                events.append(ToolCallDelta(index=self._tool_index(body), arguments=fragment))
+
+    def _block_stop(self, body: dict[str, Any], events: list[Any]) -> None:
+        block = body.get("contentBlockIndex")
+        if isinstance(block, int) and block in self._tool_by_block:
+            events.append(ToolCallEnd(self._tool_by_block[block]))
+
+    def _message_stop(self, body: dict[str, Any], events: list[Any]) -> None:
+        events.append(_finish(body.get("stopReason")))
+
+    def _metadata(self, body: dict[str, Any], events: list[Any]) -> None:
+        usage = _usage(body.get("usage"))
+        if usage is not None:
+            events.append(UsageReport(usage))
+
+    def _tool_index(self, body: dict[str, Any]) -> int:
+        block = body.get("contentBlockIndex")
+        if not isinstance(block, int):
+            block = -1  # sparse events: treat them as one block
+        index = self._tool_by_block.get(block)
+        if index is None:
+            index = self._tool_by_block[block] = len(self._tool_by_block)
+        return index
+
+
+_HANDLERS = {
+    "messageStart": BedrockTranslator._message_start,
+    "contentBlockStart": BedrockTranslator._block_start,
+    "contentBlockDelta": BedrockTranslator._block_delta,
+    "contentBlockStop": BedrockTranslator._block_stop,
+    "messageStop": BedrockTranslator._message_stop,
+    "metadata": BedrockTranslator._metadata,
+}
+
+
+def converse_events(response: Any, meta: ResponseMeta | None = None) -> list[Any]:
+    """A finished `converse()` answer as events, for the fallback (RES-9, PRV-B2)."""
+    body = as_plain(response)
+    if not isinstance(body, dict):
+        raise _malformed("a Converse response must be an object", body)
+    events: list[Any] = [meta] if meta is not None else []
+    output = body.get("output")
+    message = output.get("message") if isinstance(output, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    tools = 0
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("text"), str) and block["text"]:
+            events.append(TextDelta(block["text"]))
+        reasoning = block.get("reasoningContent")
+        text = reasoning.get("reasoningText") if isinstance(reasoning, dict) else None
+        if isinstance(text, dict) and isinstance(text.get("text"), str) and text["text"]:
+            events.append(ReasoningDelta(text["text"]))
+        tool = block.get("toolUse")
+        if isinstance(tool, dict):
+            arguments = tool.get("input")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+            call_id = tool.get("toolUseId")
+            name = tool.get("name")
+            events.append(
+                ToolCallDelta(
+                    index=tools,
+                    id=str(call_id) if call_id is not None else None,
+                    name=name if isinstance(name, str) else None,
+                    arguments=arguments,
+                )
+            )
+            events.append(ToolCallEnd(tools))
+            tools += 1
+    if "stopReason" in body:
+        events.append(_finish(body["stopReason"]))
+    usage = _usage(body.get("usage"))
+    if usage is not None:
+        events.append(UsageReport(usage))
+    return events
+
+
+# -- the stream under botocore ----------------------------------------------------------------------
+def _socket_under(stream: Any) -> socket.socket | None:
+    """The socket under botocore's EventStream → urllib3 HTTPResponse (→ http.client response)."""
+    raw = getattr(stream, "_raw_stream", None)
+    connection = getattr(raw, "_connection", None) or getattr(raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if isinstance(sock, socket.socket):
+        return sock
+    reader = getattr(getattr(raw, "_fp", None), "fp", None)
+    sock = getattr(getattr(reader, "raw", None), "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__ if cls.__module__.startswith("botocore")}
+
+
+class BedrockEvents:
+    """The attempt's events: botocore's stream iterated, its in-stream failures made ours.
+
+    `close()` closes the raw stream; it is also what `Attempt.abort()` falls back on when no
+    socket could be found under the stream.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._events: Iterator[Any] = iter(stream)
+
+    def __iter__(self) -> BedrockEvents:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._events)
+        except StopIteration:
+            raise
+        except Exception as exc:
+            names = _class_names(exc)
+            if "EventStreamError" in names:
+                error = getattr(exc, "response", None) or {}
+                detail = error.get("Error", {}) if isinstance(error, dict) else {}
+                code = str(detail.get("Code") or "EventStreamError")
+                raise in_stream_error(code, {"message": detail.get("Message") or str(exc)}) from exc
+            if "ParserError" in names:  # ChecksumMismatch, InvalidHeadersLength, …
+                raise ProviderStreamError(
+                    f"the Bedrock event stream is corrupt ({type(exc).__name__}): {exc}",
+                    code="provider_stream_malformed_chunk",
+                    raw_text=truncate(redact(str(exc)), 200),
+                ) from exc
+            raise
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):  # the reader may be inside it; it is going anyway
+                close()
+        # urllib3 closes the connection but keeps its pool slot until released (as it does itself
+        # after a read error); a stream closed part-way must give the slot back.
+        release = getattr(getattr(self._stream, "_raw_stream", None), "release_conn", None)
+        if callable(release):
+            with contextlib.suppress(Exception):
+                release()
+
+
+class BedrockAdapter:
+    api = "bedrock_converse"
+
+    def __init__(self) -> None:
+        self._meta: ResponseMeta | None = None
+
+    def model_of(self, params: dict[str, Any]) -> str | None:
+        model = params.get("modelId")
+        return model if isinstance(model, str) else None
+
+    def translator(self) -> BedrockTranslator:
+        return BedrockTranslator(self._meta)
+
+    def _remember(self, params: dict[str, Any], response: Any) -> None:
+        metadata = response.get("ResponseMetadata") if isinstance(response, dict) else None
+        request_id = metadata.get("RequestId") if isinstance(metadata, dict) else None
+        self._meta = ResponseMeta(
+            id=request_id if isinstance(request_id, str) else None, model=self.model_of(params)
+        )
+
+    def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
+        response = client.converse_stream(**params)
+        self._remember(params, response)
+        stream = response.get("stream") if isinstance(response, dict) else None
+        if stream is None:
+            if isinstance(response, dict) and "output" in response:
+                return Attempt(finished=response)  # WIRE-5: a finished answer to a streaming call
+            raise _malformed("converse_stream must answer with a stream", response)
+        events = BedrockEvents(stream)
+        return Attempt(objects=events, closer=events.close, sock=_socket_under(stream))
+
+    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        response = client.converse(**params)
+        self._remember(params, response)
+        return response
+
+    def finished_events(self, response: Any) -> list[Any]:
+        return converse_events(response, self._meta)

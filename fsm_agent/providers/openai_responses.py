@@ -1,0 +1,421 @@
+"""OpenAI Responses (`client.responses.create(stream=True)`): PRV-R.
+
+Opens the request through the SDK's raw streaming response (the SDK keeps auth, base URL, headers
+and HTTP status errors), and translates the decoded SSE events — plain dicts — into normalized
+events: text, reasoning (summary and full text), refusal, function calls (one tool slot per output
+item), finish and usage from `response.completed` / `response.incomplete`, and in-stream
+`response.failed` / `error` as `ProviderStreamError`. The final `Response` object of the SDK is
+handed over as `ResponseMeta.raw`. A client without the raw interface, or one answering with event
+objects or a finished Response, is read by attribute (WIRE-5). `openai` is imported only to build
+that final object, lazily. Never decides policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+from ..actions import OpenAttempt
+from ..errors import ProviderStreamError
+from ..events import (
+    FinishReason,
+    ReasoningDelta,
+    RefusalDelta,
+    ResponseMeta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    UsageReport,
+)
+from ..redact import redact, truncate
+from ..result import Usage
+from ..wire.pipeline import parse_json_payload
+from ..wire.sse import SSEFrame
+from .base import (
+    AsyncAttempt,
+    Attempt,
+    aobject_attempt,
+    aopen_streaming,
+    as_plain,
+    socket_of,
+    timeout_for,
+)
+
+__all__ = ["ResponsesAdapter", "ResponsesTranslator", "response_events"]
+
+_TEXT = "response.output_text.delta"
+_REASONING = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
+_REFUSAL = "response.refusal.delta"
+_ITEM_ADDED = "response.output_item.added"
+_ITEM_DONE = "response.output_item.done"
+_ARGS_DELTA = "response.function_call_arguments.delta"
+_ARGS_DONE = "response.function_call_arguments.done"
+_META = frozenset({"response.created", "response.in_progress", "response.queued"})
+_INCOMPLETE_REASONS = {"content_filter": "content_filter"}  # anything else (max_output_tokens): length
+
+
+def _malformed(what: str, value: object) -> ProviderStreamError:
+    text = truncate(redact(repr(value)), 200)
+    return ProviderStreamError(
+        f"malformed Responses event: {what}, got {type(value).__name__} {text}",
+        code="provider_stream_malformed_chunk",
+        raw_text=text,
+    )
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    details = raw.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(
+        input_tokens=raw.get("input_tokens"),
+        output_tokens=raw.get("output_tokens"),
+        total_tokens=raw.get("total_tokens"),
+        cached_tokens=cached,
+    )
+
+
+def _stream_error(error: object, what: str) -> ProviderStreamError:
+    """ACC-10: `response.failed` (its response.error) or an `error` event, with code and message."""
+    if isinstance(error, dict):
+        nested = error.get("error")
+        if isinstance(nested, dict):  # {"type": "error", "error": {"code": …, "message": …}}
+            error = nested
+    if isinstance(error, dict):
+        code = error.get("code") or error.get("type")
+        message = error.get("message") or json.dumps(error)[:500]
+    else:
+        code, message = None, str(error) if error is not None else what
+    return ProviderStreamError(
+        f"the provider reported an error in the stream ({what}): {message}",
+        code=str(code) if code is not None else "provider_stream_error",
+        body=error,
+    )
+
+
+def final_response(body: Any) -> Any:
+    """The SDK's `Response` object built from a finished response payload (the payload itself
+    when the SDK is absent). Built as the SDK builds its own: leniently, without validation, so a
+    compatible host's variant still gives typed output items."""
+    if not isinstance(body, dict):
+        return body
+    try:
+        from openai.types.responses import Response
+    except ImportError:  # pragma: no cover - the SDK is what drove the request
+        return body
+    try:
+        return Response.model_construct(**body)
+    except Exception:  # a payload the SDK cannot hold at all: hand over the payload
+        return body
+
+
+def _finish_for(status: object, incomplete: object, has_tools: bool) -> str:
+    if status == "incomplete":
+        reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
+        return _INCOMPLETE_REASONS.get(str(reason), "length")
+    return "tool_calls" if has_tools else "stop"
+
+
+class ResponsesTranslator:
+    """One attempt's events → normalized events.
+
+    Gives each function-call output item its own tool index (0, 1, … in arrival order) and ends it
+    once, on whichever of `function_call_arguments.done` / `output_item.done` comes first.
+    """
+
+    __slots__ = ("_argued", "_ended", "_index_by_item", "_index_by_output", "_tools", "done")
+
+    def __init__(self) -> None:
+        self.done = False
+        self._tools = 0  # function calls opened so far; the next one gets this index
+        self._index_by_output: dict[int, int] = {}
+        self._index_by_item: dict[str, int] = {}
+        self._argued: set[int] = set()  # tool indexes that received argument fragments
+        self._ended: set[int] = set()
+
+    def frame(self, frame: SSEFrame) -> list[Any]:
+        data = frame.data
+        assert data is not None
+        if data == "[DONE]":  # some compatible hosts end Responses streams like Chat Completions
+            self.done = True
+            return []
+        payload = parse_json_payload(data)
+        if isinstance(payload, dict) and "type" not in payload and frame.event:
+            payload = {**payload, "type": frame.event}
+        return self.payload(payload)
+
+    def payload(self, event: Any) -> list[Any]:
+        if not isinstance(event, dict):
+            raise _malformed("an event must be a JSON object", event)
+        kind = event.get("type")
+        if kind == _TEXT:
+            return _text_event(TextDelta, event)
+        if kind in _REASONING:
+            return _text_event(ReasoningDelta, event)
+        if kind == _REFUSAL:
+            return _text_event(RefusalDelta, event)
+        if kind == _ARGS_DELTA:
+            delta = event.get("delta")
+            if not isinstance(delta, str):
+                raise _malformed("function_call_arguments.delta needs a string delta", event)
+            if not delta:
+                return []
+            index = self._index_of(event)
+            if index is None:  # ACC-3/ACC-8: arguments before (or without) their item: a new slot
+                index = self._new_index(event.get("output_index"), event.get("item_id"))
+            self._argued.add(index)
+            return [ToolCallDelta(index=index, arguments=delta)]
+        if kind == _ITEM_ADDED:
+            return self._item_added(event)
+        if kind == _ARGS_DONE:
+            return self._tool_done(self._index_of(event), event.get("arguments"))
+        if kind == _ITEM_DONE:
+            item = event.get("item")
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                return self._tool_done(self._index_of(event), item.get("arguments"))
+            return []
+        if kind in _META:
+            return _meta(event.get("response"))
+        if kind in ("response.completed", "response.incomplete"):
+            self.done = True
+            return self._finished(event.get("response"))
+        if kind == "response.failed":
+            response = event.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            raise _stream_error(error, "response.failed")
+        if kind == "error":
+            raise _stream_error(event, "error")
+        if not isinstance(kind, str):
+            raise _malformed("an event needs a string type", event)
+        return []  # part/summary boundaries, *.done echoes, annotations, …: nothing new
+
+    # -- function calls ---------------------------------------------------------------------------
+    def _index_of(self, event: dict[str, Any]) -> int | None:
+        output_index = event.get("output_index")
+        if isinstance(output_index, int) and output_index in self._index_by_output:
+            return self._index_by_output[output_index]
+        item_id = event.get("item_id")
+        if item_id is None and isinstance(event.get("item"), dict):
+            item_id = event["item"].get("id")
+        if isinstance(item_id, str):
+            return self._index_by_item.get(item_id)
+        return None
+
+    def _item_added(self, event: dict[str, Any]) -> list[Any]:
+        item = event.get("item")
+        if not isinstance(item, dict):
+            raise _malformed("output_item.added needs an item object", event)
+        if item.get("type") != "function_call":
+            return []
+        item_id = item.get("id")
+        index = self._index_of(event)  # its arguments may have come first
+        if index is None:
+            index = self._new_index(event.get("output_index"), item_id)
+        call_id = item.get("call_id") or item_id
+        name = item.get("name")
+        arguments = item.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            self._argued.add(index)
+        else:
+            arguments = None
+        return [
+            ToolCallDelta(
+                index=index,
+                id=str(call_id) if call_id is not None else None,
+                name=name if isinstance(name, str) else None,
+                arguments=arguments,
+            )
+        ]
+
+    def _new_index(self, output_index: object, item_id: object) -> int:
+        index = self._tools
+        self._tools += 1
+        if isinstance(output_index, int):
+            self._index_by_output[output_index] = index
+        if isinstance(item_id, str):
+            self._index_by_item[item_id] = index
+        return index
+
+    def _tool_done(self, index: int | None, arguments: object) -> list[Any]:
+        if index is None or index in self._ended:
+            return []
+        self._ended.add(index)
+        events: list[Any] = []
+        # A host that sends the arguments only whole, in the .done event, still gets them counted.
+        if index not in self._argued and isinstance(arguments, str) and arguments:
+            self._argued.add(index)
+            events.append(ToolCallDelta(index=index, arguments=arguments))
+        events.append(ToolCallEnd(index))
+        return events
+
+    # -- the end ------------------------------------------------------------------------------------
+    def _finished(self, response: object) -> list[Any]:
+        if not isinstance(response, dict):
+            raise _malformed("a finished event needs its response object", response)
+        reason = _finish_for(response.get("status"), response.get("incomplete_details"), self._tools > 0)
+        events: list[Any] = [
+            ResponseMeta(
+                id=_str(response.get("id")), model=_str(response.get("model")), raw=final_response(response)
+            ),
+            FinishReason(reason),
+        ]
+        usage = _usage(response.get("usage"))
+        if usage is not None:
+            events.append(UsageReport(usage))
+        return events
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _text_event(
+    cls: type[TextDelta] | type[ReasoningDelta] | type[RefusalDelta], event: dict[str, Any]
+) -> list[Any]:
+    delta = event.get("delta")
+    if not isinstance(delta, str):
+        raise _malformed(f"{event.get('type')} needs a string delta", delta)
+    return [cls(delta)] if delta else []
+
+
+def _meta(response: object) -> list[Any]:
+    if not isinstance(response, dict):
+        return []
+    return [ResponseMeta(id=_str(response.get("id")), model=_str(response.get("model")))]
+
+
+def response_events(response: Any) -> list[Any]:
+    """A finished Response (dict or SDK object) as events, for the fallback (RES-9)."""
+    body = as_plain(response)
+    if not isinstance(body, dict):
+        raise _malformed("a response must be an object", body)
+    if body.get("status") == "failed":
+        raise _stream_error(body.get("error"), "response.failed")
+    events: list[Any] = _meta(body)
+    has_tools = False
+    for item in body.get("output") or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning":
+            events.extend(_reasoning_of(item))
+        elif kind == "message":
+            events.extend(_message_of(item))
+        elif kind == "function_call":
+            index = sum(1 for e in events if isinstance(e, ToolCallEnd))
+            call_id = item.get("call_id") or item.get("id")
+            arguments = item.get("arguments")
+            events.append(
+                ToolCallDelta(
+                    index=index,
+                    id=str(call_id) if call_id is not None else None,
+                    name=_str(item.get("name")),
+                    arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+                )
+            )
+            events.append(ToolCallEnd(index))
+            has_tools = True
+    events.append(FinishReason(_finish_for(body.get("status"), body.get("incomplete_details"), has_tools)))
+    usage = _usage(body.get("usage"))
+    if usage is not None:
+        events.append(UsageReport(usage))
+    return events
+
+
+def _reasoning_of(item: dict[str, Any]) -> list[Any]:
+    parts = [p.get("text") for p in item.get("summary") or [] if isinstance(p, dict)]
+    parts += [p.get("text") for p in item.get("content") or [] if isinstance(p, dict)]
+    text = "".join(p for p in parts if isinstance(p, str))
+    return [ReasoningDelta(text)] if text else []
+
+
+def _message_of(item: dict[str, Any]) -> list[Any]:
+    events: list[Any] = []
+    for part in item.get("content") or []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "output_text" and isinstance(part.get("text"), str) and part["text"]:
+            events.append(TextDelta(part["text"]))
+        elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str) and part["refusal"]:
+            events.append(RefusalDelta(part["refusal"]))
+    return events
+
+
+def _is_finished_response(obj: Any) -> bool:
+    """A finished Response (SDK object or dict), as opposed to a stream of events."""
+    if isinstance(obj, dict):
+        return obj.get("object") == "response" or ("output" in obj and "status" in obj)
+    return getattr(obj, "object", None) == "response" and hasattr(obj, "output")
+
+
+class ResponsesAdapter:
+    api = "responses"
+
+    def model_of(self, params: dict[str, Any]) -> str | None:
+        model = params.get("model")
+        return model if isinstance(model, str) else None
+
+    def translator(self) -> ResponsesTranslator:
+        return ResponsesTranslator()
+
+    def stream_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        kwargs = dict(params)
+        kwargs.pop("stream", None)
+        return kwargs
+
+    def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
+        kwargs = self.stream_params(params)
+        responses = client.responses
+        raw_api = getattr(responses, "with_streaming_response", None)
+        if raw_api is None:
+            return _object_attempt(responses.create(**kwargs, stream=True))
+        manager = raw_api.create(**kwargs, stream=True, timeout=timeout_for(client, read_timeout))
+        response = manager.__enter__()
+        http = response.http_response
+
+        def closer() -> None:
+            manager.__exit__(None, None, None)
+
+        content_type = http.headers.get("content-type", "")
+        if "json" in content_type and "event-stream" not in content_type:
+            try:
+                body = json.loads(http.read())
+            finally:
+                closer()
+            return Attempt(finished=final_response(body))  # WIRE-5 / RES-9: used as is
+        return Attempt(chunks=http.iter_bytes(), closer=closer, sock=socket_of(http))
+
+    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        return client.responses.create(**self.stream_params(params))
+
+    def finished_events(self, response: Any) -> list[Any]:
+        return response_events(response)
+
+    # -- async clients (AsyncOpenAI and alike): the same request, awaited ------------------------------
+    async def aopen(
+        self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float
+    ) -> AsyncAttempt:
+        kwargs = self.stream_params(params)
+        responses = client.responses
+        raw_api = getattr(responses, "with_streaming_response", None)
+        if raw_api is None:
+            return await aobject_attempt(responses.create(**kwargs, stream=True), _is_finished_response)
+        manager = raw_api.create(**kwargs, stream=True, timeout=timeout_for(client, read_timeout))
+        attempt = await aopen_streaming(manager)
+        if attempt.finished is not None:
+            attempt.finished = final_response(attempt.finished)
+        return attempt
+
+    async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        response = self.request_plain(client, params)
+        return await response if inspect.isawaitable(response) else response
+
+
+def _object_attempt(returned: Any) -> Attempt:
+    """WIRE-5: `create(stream=True)` gave event objects, or a finished Response (RES-9)."""
+    if _is_finished_response(returned):
+        return Attempt(finished=returned)
+    close = getattr(returned, "close", None)
+    return Attempt(objects=returned, closer=close if callable(close) else None)

@@ -1,0 +1,344 @@
+"""Reading a trace: JSON Lines in, checked records and decoded events out, grouped by request.
+
+The reader is the trust boundary of replay (TR-6). It reads the file in fixed-size blocks, so a
+single enormous line costs at most `max_line` bytes of memory before it is refused; every line must
+be a JSON object of a schema version this library knows, with fields of the documented types; any
+defect raises `TraceFormatError` naming the file and the line. Values are only ever checked and
+copied into our own dataclasses: nothing from a trace is imported, evaluated or unpickled.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, NamedTuple
+
+from ..errors import TraceFormatError
+from ..events import ReasoningDelta, ResponseMeta, TextDelta
+from ..machine import State
+from .codec import CodecError, decode_event
+from .records import SCHEMA_VERSION, TransitionRecord
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "EventBatch",
+    "RecordedEvent",
+    "RequestHeader",
+    "RequestTrace",
+    "Trace",
+    "iter_lines",
+    "read_trace",
+]
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+_BLOCK = 1024 * 1024
+_STATES = frozenset(state.value for state in State)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """The settings and session memory a request's machine started with (its `request` line)."""
+
+    request_id: str
+    settings: dict[str, Any]
+    memory: dict[str, Any]
+    record_wire: bool = False
+    api: str | None = None
+    model: str | None = None
+    line: int = 0
+
+
+class RecordedEvent(NamedTuple):
+    """One event as the machine was fed it: when, in which attempt and state."""
+
+    t: float
+    attempt: int
+    state: str
+    event: object
+    line: int
+
+
+@dataclass(slots=True)
+class EventBatch:
+    """The events of one `events` line: fed in one attempt and state, in order."""
+
+    attempt: int
+    state: str
+    line: int
+    times: list[float]
+    events: list[object]
+
+
+@dataclass(slots=True)
+class RequestTrace:
+    request_id: str
+    header: RequestHeader | None = None
+    records: list[TransitionRecord] = field(default_factory=list)
+    record_lines: list[int] = field(default_factory=list)
+    batches: list[EventBatch] = field(default_factory=list)
+
+    @property
+    def has_wire(self) -> bool:
+        return bool(self.batches)
+
+    @property
+    def events(self) -> list[RecordedEvent]:
+        return [
+            RecordedEvent(t, batch.attempt, batch.state, event, batch.line)
+            for batch in self.batches
+            for t, event in zip(batch.times, batch.events, strict=True)
+        ]
+
+
+@dataclass(slots=True)
+class Trace:
+    source: str
+    requests: dict[str, RequestTrace] = field(default_factory=dict)
+
+    def request(self, request_id: str) -> RequestTrace:
+        found = self.requests.get(request_id)
+        if found is None:
+            found = self.requests[request_id] = RequestTrace(request_id)
+        return found
+
+
+class _LineError(Exception):
+    pass
+
+
+# -- lines ------------------------------------------------------------------------------------------
+def iter_lines(
+    stream: BinaryIO, max_line: int = MAX_LINE_BYTES, name: str = "trace"
+) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes, ended by a newline) for each line, reading fixed-size blocks.
+
+    A line longer than `max_line` bytes raises TraceFormatError as soon as the limit is passed,
+    without reading the rest of it.
+    """
+    lineno = 0
+    pending: list[bytes] = []
+    pending_size = 0
+    while True:
+        block = stream.read(_BLOCK)
+        if not block:
+            break
+        pieces = block.split(b"\n")
+        tail = pieces.pop()
+        for piece in pieces:
+            lineno += 1
+            if pending:
+                piece = b"".join(pending) + piece
+                pending.clear()
+                pending_size = 0
+            if len(piece) > max_line:
+                raise _too_long(name, lineno, max_line)
+            yield lineno, piece, True
+        if tail:
+            pending_size += len(tail)
+            if pending_size > max_line:
+                raise _too_long(name, lineno + 1, max_line)
+            pending.append(tail)
+    if pending:
+        yield lineno + 1, b"".join(pending), False
+
+
+def _too_long(name: str, lineno: int, max_line: int) -> TraceFormatError:
+    return TraceFormatError(f"{name}, line {lineno}: line longer than {max_line} bytes; not read")
+
+
+# -- checking one line --------------------------------------------------------------------------------
+def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int, float))):
+        expected = kind.__name__ if isinstance(kind, type) else "number"
+        raise _LineError(f"field {key!r} must be {expected}, not {type(value).__name__}")
+    return value
+
+
+def _record(obj: dict[str, Any]) -> TransitionRecord:
+    guards = _get(obj, "guards", dict)
+    if not all(isinstance(value, bool) for value in guards.values()):
+        raise _LineError("guard values must be booleans")
+    cause = obj.get("cause", {})
+    inputs = obj.get("inputs", {})
+    if not isinstance(cause, dict) or not isinstance(inputs, dict):
+        raise _LineError("fields 'cause' and 'inputs' must be objects")
+    return TransitionRecord(
+        request_id=_get(obj, "request_id", str),
+        attempt=_get(obj, "attempt", int),
+        seq=_get(obj, "seq", int),
+        t=float(_get(obj, "t", (int, float))),
+        trigger=_get(obj, "trigger", str),
+        source=_get(obj, "source", str),
+        dest=_get(obj, "dest", str),
+        guards=guards,
+        visible_chars=_get(obj, "visible_chars", int),
+        tools_in_flight=_get(obj, "tools_in_flight", int),
+        cause=cause,
+        inputs=inputs,
+    )
+
+
+def _header(obj: dict[str, Any], lineno: int) -> RequestHeader:
+    api, model = obj.get("api"), obj.get("model")
+    if not isinstance(api, (str, type(None))) or not isinstance(model, (str, type(None))):
+        raise _LineError("fields 'api' and 'model' must be strings")
+    return RequestHeader(
+        request_id=_get(obj, "request_id", str),
+        settings=_get(obj, "settings", dict),
+        memory=_get(obj, "memory", dict),
+        record_wire=bool(obj.get("record_wire", False)),
+        api=api,
+        model=model,
+        line=lineno,
+    )
+
+
+def _decode_items(items: list[Any]) -> tuple[list[float], list[object]]:
+    """`[t, kind]` / `[t, kind, payload]` items into times and events (text deltas on a fast path)."""
+    times: list[float] = []
+    events: list[object] = []
+    add_time, add_event = times.append, events.append
+    for item in items:
+        # The bulk of a recording: [t, "TextDelta", "text"] and the per-chunk ResponseMeta.
+        if type(item) is list and len(item) == 3:
+            t, kind, payload = item
+            if type(t) is float and type(payload) is str:
+                if kind == "TextDelta":
+                    add_time(t)
+                    add_event(TextDelta(payload))
+                    continue
+                if kind == "ReasoningDelta":
+                    add_time(t)
+                    add_event(ReasoningDelta(payload))
+                    continue
+            elif type(t) is float and kind == "ResponseMeta" and type(payload) is dict and len(payload) == 2:
+                response_id, model = payload.get("id"), payload.get("model")
+                if type(response_id) is str and type(model) is str:
+                    add_time(t)
+                    add_event(ResponseMeta(response_id, model))
+                    continue
+        t, event = _decode_item(item, len(times))
+        add_time(t)
+        add_event(event)
+    return times, events
+
+
+def _decode_item(item: Any, number: int) -> tuple[float, object]:
+    if type(item) is not list or not 2 <= len(item) <= 3:
+        raise _LineError(f"event {number}: must be [t, kind] or [t, kind, payload]")
+    t = item[0]
+    if type(t) is not float and type(t) is not int:
+        raise _LineError(f"event {number}: t must be a number")
+    payload = item[2] if len(item) == 3 else {}
+    if type(payload) is str:
+        payload = {"text": payload}
+    elif type(payload) is not dict:
+        raise _LineError(f"event {number}: the payload must be an object or a string")
+    try:
+        return float(t), decode_event({**payload, "kind": item[1]})
+    except CodecError as exc:
+        raise _LineError(f"event {number}: {exc}") from None
+
+
+def _add(trace: Trace, obj: Any, lineno: int) -> None:
+    if type(obj) is not dict:
+        raise _LineError("a trace line must be a JSON object")
+    schema = obj.get("schema")
+    if schema != SCHEMA_VERSION:
+        if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA_VERSION:
+            raise _LineError(
+                f"schema version {schema} is newer than this fsm_agent reads ({SCHEMA_VERSION}); "
+                "upgrade fsm_agent to replay it"
+            )
+        raise _LineError(f"no valid schema version (got {schema!r}, expected {SCHEMA_VERSION})")
+    kind = obj.get("type")
+    if kind == "events":
+        request_id = obj.get("request_id")
+        attempt = obj.get("attempt")
+        state = obj.get("state")
+        items = obj.get("events")
+        if (
+            type(request_id) is not str
+            or type(attempt) is not int
+            or type(state) is not str
+            or state not in _STATES
+            or type(items) is not list
+        ):
+            raise _LineError("an events line needs request_id, attempt, a known state and a list of events")
+        times, events = _decode_items(items)
+        trace.request(request_id).batches.append(EventBatch(attempt, state, lineno, times, events))
+    elif kind == "transition":
+        record = _record(obj)
+        found = trace.request(record.request_id)
+        found.records.append(record)
+        found.record_lines.append(lineno)
+    elif kind == "request":
+        header = _header(obj, lineno)
+        found = trace.request(header.request_id)
+        if found.header is not None or found.records or found.events:
+            raise _LineError(f"request {header.request_id} announced twice or after its records")
+        found.header = header
+    else:
+        raise _LineError(f"unknown line type {kind!r}")
+
+
+# -- the whole trace ----------------------------------------------------------------------------------
+def read_trace(source: Any, *, max_line: int = MAX_LINE_BYTES) -> Trace:
+    """Read a trace from a path, an open binary file, or a sink that keeps `lines` (MemorySink)."""
+    if isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source)
+        try:
+            with open(name, "rb") as stream:
+                return _read_stream(stream, name, max_line)
+        except FileNotFoundError:
+            raise TraceFormatError(f"{name}: no such trace file") from None
+    lines = getattr(source, "lines", None)
+    if isinstance(lines, list):
+        flush = getattr(source, "flush", None)
+        if callable(flush):
+            flush()
+        encoded = "\n".join(lines).encode("ascii", "backslashreplace") + b"\n"
+        return _read_stream(io.BytesIO(encoded), "memory trace", max_line)
+    if hasattr(source, "read"):
+        return _read_stream(source, getattr(source, "name", "trace"), max_line)
+    raise TypeError("replay needs a trace path, an open binary file or a MemorySink")
+
+
+def _read_stream(stream: BinaryIO, name: str, max_line: int) -> Trace:
+    # A wire recording becomes many small acyclic objects; the cyclic collector would only rescan
+    # them (a third of the reading time), so it pauses while a trace is read.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_stream(stream, name, max_line)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse_stream(stream: BinaryIO, name: str, max_line: int) -> Trace:
+    trace = Trace(str(name))
+    loads = json.loads
+    for lineno, raw, ended in iter_lines(stream, max_line, str(name)):
+        if not raw.strip():
+            continue
+        try:
+            obj = loads(raw)
+        except ValueError as exc:
+            if not ended:
+                raise TraceFormatError(
+                    f"{name}, line {lineno}: truncated (the file ends inside this line)"
+                ) from None
+            raise TraceFormatError(f"{name}, line {lineno}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise TraceFormatError(f"{name}, line {lineno}: nested too deeply") from None
+        try:
+            _add(trace, obj, lineno)
+        except _LineError as exc:
+            raise TraceFormatError(f"{name}, line {lineno}: {exc}") from None
+    return trace

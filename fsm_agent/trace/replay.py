@@ -1,0 +1,376 @@
+"""Offline replay of a trace (TR-3): re-drive a fresh machine and compare every transition.
+
+With a wire recording, every event the machine was fed is fed again, at its recorded time, to a
+fresh `RequestMachine` built from the recorded settings and session memory, and each transition
+it makes is compared with the recorded one; content is reproduced too. Without one, each record is
+re-fired: the context is set from the record's `inputs` (what the guards read) and the recorded
+trigger fires. With other settings (`retries=0`, `stale_timeout=30`, …) the run is re-decided
+under them (`whatif.py`) and the report says where it diverges and how it would have ended.
+
+Replay needs no network and no provider SDK, never logs the replayed transitions, and executes
+nothing from a trace.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from .. import actions as act
+from ..errors import ErrorKind, MachineError, TraceFormatError
+from ..events import (
+    AttemptClosed,
+    AttemptFailed,
+    FallbackFinished,
+    FinishedResponse,
+    FinishReason,
+    Interrupt,
+    StaleTimeout,
+    Start,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+)
+from ..guards import RequestContext
+from ..request import RequestMachine
+from ..result import StreamResult
+from .codec import RecordedResponse, error_for
+from .reader import MAX_LINE_BYTES, RequestTrace, read_trace
+from .records import TransitionRecord
+from .report import Outcome, ReplayReport, RequestReplay, Step, compare_records, outcome_of
+from .whatif import Simulation
+
+__all__ = ["SETTINGS", "replay", "replay_request"]
+
+# name -> accepted types; the first five are settings, the last three the session memory a
+# request starts with.
+SETTINGS: dict[str, tuple[type, ...]] = {
+    "retries": (int,),
+    "stale_timeout": (int, float),
+    "unsupported": (str,),
+    "stale_giveup": (int,),
+    "stale_streak": (int,),
+    "streaming_disabled": (bool,),
+    "stream_options_unsupported": (bool,),
+}
+_DEFAULTS: dict[str, Any] = {
+    "retries": 2,
+    "stale_timeout": None,
+    "unsupported": "fallback",
+    "stale_giveup": 5,
+    "stale_streak": 0,
+    "streaming_disabled": False,
+    "stream_options_unsupported": False,
+}
+
+
+def replay(
+    source: Any,
+    *,
+    request_id: str | None = None,
+    max_line: int = MAX_LINE_BYTES,
+    **settings: Any,
+) -> ReplayReport:
+    """Replay the trace at `source` (a path, an open binary file or a `MemorySink`).
+
+    `settings` override the recorded ones (`retries`, `stale_timeout`, `unsupported`,
+    `stale_giveup`) or the session memory each request started with (`stale_streak`,
+    `streaming_disabled`, `stream_options_unsupported`); None means "as recorded".
+    """
+    overrides = check_settings(settings)
+    trace = read_trace(source, max_line=max_line)
+    if not trace.requests:
+        raise TraceFormatError(f"{trace.source}: the trace holds no requests")
+    if request_id is not None and request_id not in trace.requests:
+        raise TraceFormatError(f"{trace.source}: no request {request_id!r} in the trace")
+    report = ReplayReport(trace.source, overrides)
+    first_step = 1
+    for found in trace.requests.values():
+        if request_id is not None and found.request_id != request_id:
+            continue
+        result = replay_request(found, overrides, first_step=first_step)
+        first_step += len(result.steps)
+        report.requests.append(result)
+    return report
+
+
+def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    checked: dict[str, Any] = {}
+    for name, given in settings.items():
+        if name not in SETTINGS:
+            raise TypeError(f"unknown replay setting {name!r}; known: {', '.join(SETTINGS)}")
+        if given is None:
+            continue
+        kinds = SETTINGS[name]
+        if not isinstance(given, kinds) or (isinstance(given, bool) and bool not in kinds):
+            raise TypeError(f"replay setting {name} must be {kinds[0].__name__}, not {given!r}")
+        value: Any = given
+        if name == "unsupported" and value not in ("fallback", "raise"):
+            raise ValueError("unsupported must be 'fallback' or 'raise'")
+        if name == "stale_timeout" and value <= 0:
+            raise ValueError("stale_timeout must be positive")
+        if name in ("retries", "stale_giveup", "stale_streak") and value < 0:
+            raise ValueError(f"{name} must not be negative")
+        checked[name] = float(value) if name == "stale_timeout" else value
+    return checked
+
+
+# -- settings a request started with ------------------------------------------------------------------
+def recorded_settings(found: RequestTrace) -> dict[str, Any]:
+    """The settings and memory a recorded request started with: its header, else its first record."""
+    settings = dict(_DEFAULTS)
+    header = found.header
+    if header is not None:
+        where = f"line {header.line}"
+        pairs: Iterator[tuple[str, Any]] = itertools.chain(header.settings.items(), header.memory.items())
+    else:
+        where = f"line {found.record_lines[0]}" if found.record_lines else "the trace"
+        first = found.records[0].inputs if found.records else {}
+        pairs = iter(first.items())
+        stalls = [r.event for r in found.events if isinstance(r.event, StaleTimeout)]
+        if stalls:
+            settings["stale_timeout"] = getattr(stalls[0], "stale_timeout", None)
+    for name, value in pairs:
+        if name not in SETTINGS or value is None:
+            continue
+        kinds = SETTINGS[name]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise TraceFormatError(f"request {found.request_id} ({where}): bad {name} {value!r}")
+        settings[name] = value
+    return settings
+
+
+def new_machine(request_id: str, settings: dict[str, Any]) -> RequestMachine:
+    ctx = RequestContext(
+        retries=settings["retries"],
+        unsupported=settings["unsupported"],
+        stale_giveup=settings["stale_giveup"],
+        stale_streak=settings["stale_streak"],
+        streaming_disabled=settings["streaming_disabled"],
+        stream_options_unsupported=settings["stream_options_unsupported"],
+    )
+    return RequestMachine(ctx, request_id=request_id)  # no hooks: a replay logs nothing
+
+
+# -- one request ---------------------------------------------------------------------------------------
+def replay_request(found: RequestTrace, overrides: dict[str, Any], first_step: int = 1) -> RequestReplay:
+    recorded = recorded_settings(found)
+    effective = {**recorded, **overrides}
+    what_if = any(recorded.get(name) != value for name, value in overrides.items())
+    result = RequestReplay(found.request_id, "wire" if found.has_wire else "records", effective, overrides)
+    if found.has_wire:
+        replayed, delivered, outcome, notes = _refeed(found, recorded)
+        result.recorded_outcome = outcome
+        if what_if:
+            stale = effective["stale_timeout"] if "stale_timeout" in overrides else None
+            if stale is not None and recorded["stale_timeout"] == stale:
+                stale = None
+            simulation = Simulation(new_machine(found.request_id, effective), found.events, stale)
+            outcome = simulation.run()
+            replayed, delivered = simulation.machine.records, simulation.delivered_at
+            notes = notes + simulation.notes
+    else:
+        replayed, outcome, notes = _refire(found, {})
+        result.recorded_outcome = outcome
+        if what_if:
+            replayed, outcome, notes = _refire(found, overrides)
+            if "stale_timeout" in overrides:
+                notes.append(
+                    "stale_timeout changes need a wire recording: the record times alone do not show the gaps"
+                )
+        delivered = []
+    result.outcome = outcome
+    result.notes = notes
+    pairs = itertools.zip_longest(found.records, replayed)
+    for offset, (want, got) in enumerate(pairs):
+        chars = delivered[offset] if offset < len(delivered) else None
+        diffs = compare_records(want, got, overrides) if want is not None and got is not None else {}
+        result.steps.append(Step(first_step + offset, found.request_id, got, want, chars, diffs))
+    return result
+
+
+def _final(outputs: Any, final: Any) -> Any:
+    for item in outputs:
+        kind = type(item)
+        if kind is act.Finish:
+            return item.result
+        if kind is act.Raise:
+            return item.error
+    return final
+
+
+def _refeed(
+    found: RequestTrace, settings: dict[str, Any]
+) -> tuple[list[TransitionRecord], list[int], Outcome, list[str]]:
+    """Feed every recorded event, at its recorded time, to a machine with the recorded settings."""
+    machine = new_machine(found.request_id, settings)
+    feed, records = machine.feed, machine.records
+    notes: list[str] = []
+    delivered = 0
+    delivered_at: list[int] = []
+    final: Any = None
+    count = 0
+    for batch in found.batches:
+        for event, t in zip(batch.events, batch.times, strict=True):
+            if final is not None:
+                notes.append(f"line {batch.line}: events after the request ended were not fed")
+                return records, delivered_at, _outcome(machine, final, True), notes
+            try:
+                outputs = feed(event, t)
+            except MachineError as exc:
+                notes.append(f"line {batch.line}: the machine rejected {type(event).__name__}: {exc}")
+                return records, delivered_at, _outcome(machine, final, True), notes
+            if outputs:
+                for item in outputs:
+                    kind = type(item)
+                    if kind is TextDelta or kind is act.DeliverText:
+                        delivered += len(item.text)
+                    elif kind is act.Finish:
+                        final = item.result
+                    elif kind is act.Raise:
+                        final = item.error
+            if len(records) != count:
+                count = len(records)
+                delivered_at.extend([delivered] * (count - len(delivered_at)))
+    return records, delivered_at, _outcome(machine, final, True), notes
+
+
+def _outcome(machine: RequestMachine, final: Any, content_known: bool) -> Outcome:
+    state, attempts = machine.state.value, machine.ctx.attempt
+    if final is not None:
+        return outcome_of(final, state, attempts, content_known)
+    return Outcome("unknown", state, attempts, f"the recording ends in state {state}")
+
+
+# -- records only ---------------------------------------------------------------------------------------
+def _refire(
+    found: RequestTrace, overrides: dict[str, Any]
+) -> tuple[list[TransitionRecord], Outcome, list[str]]:
+    """Set the context from each record's inputs (overrides win) and fire the recorded trigger."""
+    machine = new_machine(found.request_id, {**recorded_settings(found), **overrides})
+    notes: list[str] = []
+    final: Any = None
+    for index, (record, line) in enumerate(zip(found.records, found.record_lines, strict=True)):
+        if record.source != machine.state.value:
+            notes.append(
+                f"line {line}: the replay is in {machine.state.value}, the record starts from "
+                f"{record.source}; stopped"
+            )
+            break
+        _set_inputs(machine.ctx, record, overrides, index == 0, line)
+        try:
+            outputs = machine.fire(record.trigger, _cause_event(record, line), record.t)
+        except MachineError as exc:
+            notes.append(f"line {line}: {exc}")
+            break
+        final = _final(outputs, final)
+        if machine.records[-1].dest != record.dest:
+            final = _follow(machine, outputs, record.t, notes)
+            break
+    if isinstance(final, StreamResult) and any(record.dest == "fallback" for record in machine.records):
+        final.streamed = False  # the fallback's answer is not re-fed without a wire recording
+    outcome = _outcome(machine, final, False)
+    if final is None and notes and outcome.action == "unknown":
+        outcome = Outcome("unknown", outcome.state, outcome.attempts, notes[-1])
+    return machine.records, outcome, notes
+
+
+def _follow(machine: RequestMachine, outputs: Any, t: float, notes: list[str]) -> Any:
+    """After a divergence without wire events: go on only as far as control events reach."""
+    pending = deque(outputs)
+    while pending:
+        item = pending.popleft()
+        kind = type(item)
+        if kind is act.CloseAttempt and item.then_feed_closed:
+            pending.extend(machine.feed(AttemptClosed(), t))
+        elif kind is act.Finish:
+            return item.result
+        elif kind is act.Raise:
+            return item.error
+        elif kind is act.OpenAttempt:
+            notes.append(
+                f"would open attempt {item.attempt}; without a wire recording the trace cannot show it"
+            )
+            return None
+        elif kind is act.RunFallback:
+            notes.append(
+                "would fall back to a plain request; without a wire recording the trace cannot show it"
+            )
+            return None
+    return None
+
+
+def _take(inputs: dict[str, Any], name: str, kinds: tuple[type, ...], default: Any, line: int) -> Any:
+    value = inputs.get(name, default)
+    if value is None and default is None:
+        return None
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise TraceFormatError(f"line {line}: input {name!r} has the wrong type ({value!r})")
+    return value
+
+
+def _set_inputs(
+    ctx: RequestContext, record: TransitionRecord, overrides: dict[str, Any], first: bool, line: int
+) -> None:
+    inputs = record.inputs
+    ctx.attempt = _take(inputs, "attempt", (int,), ctx.attempt, line)
+    ctx.retries_used = _take(inputs, "retries_used", (int,), ctx.retries_used, line)
+    ctx.visible_chars = _take(inputs, "visible_chars", (int,), ctx.visible_chars, line)
+    ctx.tools_in_flight = _take(inputs, "tools_in_flight", (int,), ctx.tools_in_flight, line)
+    ctx.finish_seen = _take(inputs, "finish_seen", (bool,), ctx.finish_seen, line)
+    ctx.stale_streak = _take(inputs, "stale_streak", (int,), ctx.stale_streak, line)
+    ctx.streaming_disabled = _take(inputs, "streaming_disabled", (bool,), ctx.streaming_disabled, line)
+    for name in ("retries", "unsupported", "stale_giveup"):
+        setattr(ctx, name, _take(inputs, name, SETTINGS[name], getattr(ctx, name), line))
+    settings = ("retries", "unsupported", "stale_giveup")
+    memory = ("stale_streak", "streaming_disabled") if first else ()
+    for name in (*settings, *memory):
+        if name in overrides:
+            setattr(ctx, name, overrides[name])
+    kind_name = _take(inputs, "error_kind", (str,), None, line)
+    error_name = _take(inputs, "error", (str,), None, line)
+    try:
+        ctx.error_kind = ErrorKind(kind_name) if kind_name is not None else None
+    except ValueError:
+        raise TraceFormatError(f"line {line}: unknown error kind {kind_name!r}") from None
+    ctx.error = _stand_in(error_name, ctx.error_kind, line) if error_name is not None else None
+
+
+def _stand_in(name: str, kind: ErrorKind | None, line: int) -> BaseException:
+    try:
+        return error_for(name, "(message not recorded without wire recording)", kind=kind)
+    except ValueError as exc:
+        raise TraceFormatError(f"line {line}: {exc}") from None
+
+
+def _cause_event(record: TransitionRecord, line: int) -> object:
+    """An event that summarises to the record's `cause` (which is all a record keeps of it)."""
+    cause = record.cause
+    kind = cause.get("kind")
+
+    def number(name: str) -> Any:
+        value = cause.get(name, 0)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+    if kind == "AttemptFailed":
+        name = cause.get("error") if isinstance(cause.get("error"), str) else "Exception"
+        error = _stand_in(str(name), None, line)
+        return AttemptFailed(error, bool(cause.get("from_callback", False)))
+    simple: dict[str, Any] = {
+        "Start": Start,
+        "Interrupt": Interrupt,
+        "AttemptClosed": AttemptClosed,
+        "TextDelta": lambda: TextDelta(""),
+        "StaleTimeout": lambda: StaleTimeout(float(number("stale_timeout"))),
+        "FinishReason": lambda: FinishReason(str(cause.get("reason", ""))),
+        "StreamEnd": lambda: StreamEnd(int(number("frames")), int(number("keepalives"))),
+        "ToolCallDelta": lambda: ToolCallDelta(int(number("index"))),
+        "ToolCallEnd": lambda: ToolCallEnd(int(number("index"))),
+        "FinishedResponse": lambda: FinishedResponse(RecordedResponse("response")),
+        "FallbackFinished": lambda: FallbackFinished((), RecordedResponse("response")),
+    }
+    make = simple.get(kind) if isinstance(kind, str) else None
+    return make() if make is not None else Start()

@@ -1,0 +1,232 @@
+"""What would have happened under other settings: the recorded provider, a simulated driver.
+
+A wire recording holds what each attempt's provider sent and when. The simulation builds a fresh
+machine with the what-if settings and plays the driver's part: it opens attempt n by re-feeding the
+events the provider sent on the n-th connection (their times shifted to the new timeline), feeds
+`AttemptClosed` when the machine asks for it, serves a fallback from the recorded fallback answer,
+and fires the watchdog where a shorter (or longer) `stale_timeout` would have: after that many
+seconds without provider activity. Interrupts are external, so they arrive at their recorded time.
+When the run needs something the recording does not hold (a 4th attempt, a fallback never made),
+the outcome is "unknown" and says so. Pure: no I/O, no clock, no SDK.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import actions as act
+from ..errors import MachineError
+from ..events import (
+    AttemptClosed,
+    AttemptFailed,
+    FinishedResponse,
+    FinishReason,
+    Interrupt,
+    ReasoningDelta,
+    RefusalDelta,
+    ResponseMeta,
+    StaleTimeout,
+    Start,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    UsageReport,
+)
+from ..machine import LIVE
+from ..request import RequestMachine
+from .reader import RecordedEvent
+from .report import Outcome, outcome_of
+
+__all__ = ["Simulation", "segment"]
+
+_LIVE = frozenset(state.value for state in LIVE)
+# Provider events that count as activity for the watchdog (keepalives do not, WD-1).
+_ACTIVITY = frozenset(
+    {
+        TextDelta,
+        ReasoningDelta,
+        RefusalDelta,
+        ToolCallDelta,
+        ToolCallEnd,
+        FinishReason,
+        UsageReport,
+        ResponseMeta,
+    }
+)
+# What a reading driver could be waiting for when the watchdog fires.
+_READS = _ACTIVITY | {StreamEnd, FinishedResponse, AttemptFailed}
+
+
+@dataclass(slots=True)
+class Segments:
+    """A recording cut into what each connection's provider sent."""
+
+    start_t: float = 0.0
+    attempts: dict[int, list[RecordedEvent]] = field(default_factory=dict)
+    opened_at: dict[int, float] = field(default_factory=dict)
+    fallback: list[RecordedEvent] = field(default_factory=list)
+    fallback_at: float = 0.0
+    interrupt_t: float | None = None
+    ignored: int = 0
+
+
+def segment(events: list[RecordedEvent]) -> Segments:
+    seg = Segments()
+    last_t = 0.0
+    opener: float | None = None
+    for recorded in events:
+        kind = type(recorded.event)
+        if kind is Interrupt:
+            if seg.interrupt_t is None:
+                seg.interrupt_t = recorded.t
+        elif kind is Start:
+            seg.start_t = opener = recorded.t
+        elif kind is AttemptClosed:
+            opener = recorded.t
+        elif recorded.state in _LIVE:
+            found = seg.attempts.get(recorded.attempt)
+            if found is None:
+                found = seg.attempts[recorded.attempt] = []
+                seg.opened_at[recorded.attempt] = opener if opener is not None else recorded.t
+            found.append(recorded)
+        elif recorded.state == "fallback":
+            if not seg.fallback:
+                seg.fallback_at = last_t
+            seg.fallback.append(recorded)
+        else:  # a callback failure between attempts: the caller's doing, not the provider's
+            seg.ignored += 1
+        last_t = recorded.t
+    return seg
+
+
+class Simulation:
+    """One what-if run of a recorded request."""
+
+    def __init__(
+        self,
+        machine: RequestMachine,
+        events: list[RecordedEvent],
+        stale_timeout: float | None,
+    ) -> None:
+        self.machine = machine
+        self.seg = segment(events)
+        self.stale = stale_timeout  # None: keep the recorded watchdog events as they are
+        self.interrupt_t = self.seg.interrupt_t
+        self.now = self.seg.start_t
+        self.delivered = 0
+        self.delivered_at: list[int] = []
+        self.notes: list[str] = []
+        self.final: Any = None
+        self.unknown: str | None = None
+        if self.seg.ignored:
+            self.notes.append(f"{self.seg.ignored} callback failure(s) between attempts were not replayed")
+
+    # -- feeding ------------------------------------------------------------------------------------
+    def _feed(self, event: object, t: float) -> list[Any]:
+        machine = self.machine
+        if self.interrupt_t is not None and t > self.interrupt_t and not machine.finished:
+            event, t = Interrupt(), self.interrupt_t
+            self.interrupt_t = None
+        self.now = t
+        control: list[Any] = []
+        for item in machine.feed(event, t):
+            kind = type(item)
+            if kind is TextDelta:
+                self.delivered += len(item.text)
+            elif kind is not ReasoningDelta and kind is not act.ToolNamed:
+                control.append(item)
+        records = len(machine.records)
+        while len(self.delivered_at) < records:
+            self.delivered_at.append(self.delivered)
+        return control
+
+    def _give_up(self, why: str) -> list[Any]:
+        if self.interrupt_t is not None:  # the caller interrupted the request at this point
+            return self._feed(Interrupt(), max(self.now, self.interrupt_t))
+        self.unknown = why
+        return []
+
+    # -- the driver's part --------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        try:
+            self._loop()
+        except MachineError as exc:
+            self.unknown = f"the machine rejected an event: {exc}"
+        machine = self.machine
+        state, attempts = machine.state.value, machine.ctx.attempt
+        if self.final is not None:
+            return outcome_of(self.final, state, attempts, content_known=True)
+        return Outcome("unknown", state, attempts, self.unknown or f"the replay stopped in state {state}")
+
+    def _loop(self) -> None:
+        pending: deque[Any] = deque(self._feed(Start(), self.seg.start_t))
+        while pending and self.unknown is None:
+            action = pending.popleft()
+            kind = type(action)
+            if kind is act.OpenAttempt:
+                pending.extend(self._play_attempt(action.attempt))
+            elif kind is act.CloseAttempt:
+                if action.then_feed_closed:
+                    pending.extend(self._feed(AttemptClosed(), self.now))
+            elif kind is act.DeliverText:
+                self.delivered += len(action.text)
+            elif kind is act.RunFallback:
+                pending.extend(self._play_fallback())
+            elif kind is act.Finish:
+                self.final = action.result
+                return
+            elif kind is act.Raise:
+                self.final = action.error
+                return
+
+    def _play_attempt(self, number: int) -> list[Any]:
+        recorded = self.seg.attempts.get(number)
+        if recorded is None:
+            return self._give_up(f"would open attempt {number}, which the recording does not contain")
+        shift = self.now - self.seg.opened_at[number]
+        stale = self.stale
+        last_activity = self.now
+        for item in recorded:
+            event, t = item.event, item.t + shift
+            kind = type(event)
+            if stale is not None and (
+                kind is StaleTimeout
+                or (kind in _READS and t - last_activity > stale and not _by_caller(event))
+            ):
+                fire_at = last_activity + stale
+                if kind is StaleTimeout and fire_at > t:
+                    self.notes.append(
+                        f"attempt {number}: the provider was silent for {t - last_activity:.3f} s when the "
+                        f"recording's watchdog fired; assumed it stayed silent for {stale:g} s"
+                    )
+                return self._feed(StaleTimeout(stale), fire_at)
+            control = self._feed(event, t)
+            if kind in _ACTIVITY:
+                last_activity = t
+            if control:
+                return control
+        interrupt_t = self.interrupt_t
+        if stale is not None and interrupt_t is not None and last_activity + stale < interrupt_t:
+            # the provider was silent until the recorded interrupt: the watchdog fires first
+            return self._feed(StaleTimeout(stale), last_activity + stale)
+        return self._give_up(f"the recording of attempt {number} ends before the attempt did")
+
+    def _play_fallback(self) -> list[Any]:
+        recorded = self.seg.fallback
+        if not recorded:
+            return self._give_up(
+                "would fall back to a plain (non-streaming) request, which the recording does not contain"
+            )
+        shift = self.now - self.seg.fallback_at
+        for item in recorded:
+            control = self._feed(item.event, item.t + shift)
+            if control:
+                return control
+        return self._give_up("the recording of the fallback request ends before it did")
+
+
+def _by_caller(event: object) -> bool:
+    return isinstance(event, AttemptFailed) and event.from_callback

@@ -1,0 +1,318 @@
+"""`astream()` for the other providers, on the same machine: OpenAI Responses and Anthropic Messages
+with their real async SDK clients (`AsyncOpenAI`, `AsyncAnthropic`), Bedrock with a real boto3
+client run in a worker thread (boto3 has no async client). One matrix for all three: the answer
+equals the sync path's, RES-3 reconnect, WD-1 stall, RES-9 fallback, cancellation and RES-11
+interrupt while the provider is silent — each stream closed exactly once, nothing left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anthropic
+import boto3
+import botocore.config
+import openai
+import pytest
+from helpers import Collect, wait_until
+from test_async_support import AsyncLeakCheck, aleaks, busy_connections
+
+import fsm_agent
+from fsm_agent.providers import anthropic as anthropic_adapter
+from fsm_agent.providers import bedrock, openai_responses
+from fsm_agent.testing import (
+    BedrockAccessDenied,
+    DropMidFrame,
+    Emulator,
+    Fault,
+    NonStreamingBody,
+    Scenario,
+    Stall,
+    StreamingUnsupported,
+    ToolCall,
+)
+from fsm_agent.trace.sinks import MemorySink
+
+__all__ = ["aleaks"]
+
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+WRITE = ToolCall("write_file", '{"path": "notes/ä.txt", "text": "héllo 😀"}', arg_fragment=5)
+FULL = Scenario.build("The weather is sunny today.", reasoning="User wants weather.", tool_calls=[WRITE])
+
+
+def _boto_busy(client: Any) -> int:
+    manager = client._endpoint.http_session._manager
+    keys = list(manager.pools.keys())
+    return sum(manager.pools[key].pool.maxsize - manager.pools[key].pool.qsize() for key in keys)
+
+
+def _boto_close(client: Any) -> None:
+    manager = client._endpoint.http_session._manager
+    for key in list(manager.pools.keys()):  # boto3 leaves idle keep-alive sockets to the GC
+        manager.pools[key].close()
+    client.close()
+
+
+@dataclass(frozen=True)
+class Kit:
+    """One provider: how a caller makes its client, its request, and the adapter method to spy on."""
+
+    name: str
+    adapter: type
+    opener: str  # "aopen" (async SDK) or "open" (run in a worker thread)
+    unsupported: Fault
+
+    def client(self, leaks: AsyncLeakCheck) -> Any:
+        emu = leaks.emulator
+        if self.name == "responses":
+            made: Any = openai.AsyncOpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
+            return leaks.adopt(made, busy_connections, lambda c: c.close())
+        if self.name == "anthropic":
+            made = anthropic.AsyncAnthropic(
+                base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0
+            )
+            return leaks.adopt(made, busy_connections, lambda c: c.close())
+        made = boto3.client(
+            "bedrock-runtime",
+            endpoint_url=emu.bedrock_endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+            config=botocore.config.Config(retries={"max_attempts": 1}),
+        )
+        return leaks.adopt(made, _boto_busy, _boto_close)
+
+    def sync_client(self, emu: Emulator) -> Any:
+        if self.name == "responses":
+            return openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
+        if self.name == "anthropic":
+            return anthropic.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
+        return None  # Bedrock: the async path uses the same (sync) boto3 client
+
+    def params(self) -> dict[str, Any]:
+        if self.name == "responses":
+            return {"model": "gpt-5-mini", "input": "hi"}
+        if self.name == "anthropic":
+            return {
+                "model": "claude-sonnet-4-6",
+                "max_tokens": 256,
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+        return {
+            "modelId": "us.anthropic.claude-sonnet-4-5-v1:0",
+            "messages": [{"role": "user", "content": [{"text": "hi"}]}],
+        }
+
+    def api(self) -> dict[str, str]:
+        """Responses shares AsyncOpenAI with Chat Completions, so it is named (SPEC §1); the other
+        two are inferred from the client."""
+        return {"api": "responses"} if self.name == "responses" else {}
+
+
+KITS = {
+    "responses": Kit("responses", openai_responses.ResponsesAdapter, "aopen", StreamingUnsupported()),
+    "anthropic": Kit("anthropic", anthropic_adapter.AnthropicAdapter, "aopen", StreamingUnsupported()),
+    "bedrock": Kit("bedrock", bedrock.BedrockAdapter, "open", BedrockAccessDenied()),
+}
+
+
+@pytest.fixture(params=sorted(KITS))
+def kit(request: pytest.FixtureRequest) -> Kit:
+    return KITS[request.param]
+
+
+@pytest.fixture
+def opened(kit: Kit, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Every attempt the provider's adapter opened (async, or sync in a worker thread)."""
+    attempts: list[Any] = []
+    original = getattr(kit.adapter, kit.opener)
+    if kit.opener == "aopen":
+
+        async def record_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            attempts.append(await original(self, *args, **kwargs))
+            return attempts[-1]
+
+        monkeypatch.setattr(kit.adapter, "aopen", record_async)
+    else:
+
+        def record(self: Any, *args: Any, **kwargs: Any) -> Any:
+            attempts.append(original(self, *args, **kwargs))
+            return attempts[-1]
+
+        monkeypatch.setattr(kit.adapter, "open", record)
+    yield attempts
+
+
+def closed_once(attempts: list[Any], count: int) -> None:
+    assert len(attempts) == count, f"{len(attempts)} attempts opened, wanted {count}"
+    assert all(a.closed and a.close_calls == 1 for a in attempts), [
+        (a.closed, a.close_calls) for a in attempts
+    ]
+
+
+def test_answer_equals_the_sync_path(aleaks: AsyncLeakCheck, kit: Kit, opened: list[Any]) -> None:
+    aleaks.emulator.script(FULL, cycle=True)
+    sync_client = kit.sync_client(aleaks.emulator)
+    got = Collect()
+    session = fsm_agent.Session()
+
+    async def main() -> tuple[Any, Any]:
+        client = kit.client(aleaks)
+        result = await session.astream(client, kit.params(), **kit.api(), **got.callbacks(activity=True))
+        blocking = sync_client if sync_client is not None else client
+        expected = await asyncio.to_thread(partial(session.stream, blocking, kit.params(), **kit.api()))
+        return result, expected
+
+    try:
+        result, expected = aleaks.run(main)
+    finally:
+        if sync_client is not None:
+            sync_client.close()
+    keys = ("content", "reasoning", "finish_reason", "usage", "streamed", "attempts", "stub")
+    assert {k: getattr(result, k) for k in keys} == {k: getattr(expected, k) for k in keys}
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
+    assert [(c.name, c.arguments) for c in expected.tool_calls] == [("write_file", WRITE.arguments)]
+    assert [(r.trigger, r.dest) for r in result.records] == [(r.trigger, r.dest) for r in expected.records]
+    assert got.text == FULL.text and got.tools == [(0, "write_file")] and got.activity
+    assert type(result.raw) is type(expected.raw)
+    closed_once(opened[:1], 1)
+
+
+def test_res3_drop_mid_tool_call_reconnects(aleaks: AsyncLeakCheck, kit: Kit, opened: list[Any]) -> None:
+    text = "Let me write the file."
+    cut = Scenario.build(text, tool_calls=[WRITE], faults=[DropMidFrame(2, kind="tool_args")])
+    aleaks.emulator.script(cut, Scenario.build(text, tool_calls=[WRITE]))
+    got = Collect()
+
+    async def main() -> Any:
+        return await fsm_agent.Session().astream(
+            kit.client(aleaks), kit.params(), **kit.api(), **got.callbacks()
+        )
+
+    result = aleaks.run(main)
+    markers = [t for t in got.texts if "reconnecting" in t]
+    assert len(markers) == 1 and got.text == text + markers[0] + text
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
+    assert result.attempts == 2 and not result.stub
+    closed_once(opened, 2)
+
+
+def test_wd1_stall_before_text_is_retried(aleaks: AsyncLeakCheck, kit: Kit, opened: list[Any]) -> None:
+    aleaks.emulator.script(
+        Scenario.build("Hello.", faults=[Stall(1, seconds=10)]), Scenario.build("Hello again.")
+    )
+    session = fsm_agent.Session(stale_timeout=0.3)
+
+    async def main() -> Any:
+        started = time.monotonic()
+        result = await session.astream(kit.client(aleaks), kit.params(), **kit.api())
+        assert time.monotonic() - started < 0.3 + 0.5
+        return result
+
+    result = aleaks.run(main)
+    assert (result.content, result.attempts) == ("Hello again.", 2)
+    assert sum(r.dest == "stalled" for r in result.records) == 1
+    closed_once(opened, 2)
+
+
+def test_res9_streaming_unavailable_falls_back(aleaks: AsyncLeakCheck, kit: Kit) -> None:
+    aleaks.emulator.script(Scenario(steps=FULL.steps, faults=(kit.unsupported,)))
+    session = fsm_agent.Session()
+    got = Collect()
+
+    async def main() -> Any:
+        return await session.astream(kit.client(aleaks), kit.params(), **kit.api(), **got.callbacks())
+
+    result = aleaks.run(main)
+    assert (result.content, result.streamed) == (FULL.text, False)
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
+    assert got.texts == [FULL.text] and session.streaming_disabled
+    assert any("falling back" in s for s in got.statuses)
+
+
+def test_cancel_while_silent_closes_once_and_propagates(
+    aleaks: AsyncLeakCheck, kit: Kit, opened: list[Any]
+) -> None:
+    aleaks.emulator.script(Scenario.build("One two three four.", faults=[Stall(2, kind="text", seconds=10)]))
+    sink = MemorySink()
+    got = Collect()
+
+    async def main() -> None:
+        session = fsm_agent.Session(stale_timeout=30, trace=sink)
+        task = asyncio.create_task(
+            session.astream(kit.client(aleaks), kit.params(), **kit.api(), **got.callbacks())
+        )
+        while not got.texts:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.1)
+        cancelled_at = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - cancelled_at < 0.2
+
+    aleaks.run(main)
+    assert (sink.records[-1].trigger, sink.records[-1].dest) == ("interrupt", "failed")
+    closed_once(opened, 1)
+
+
+def test_res11_interrupt_from_another_thread_while_silent(
+    aleaks: AsyncLeakCheck, kit: Kit, opened: list[Any]
+) -> None:
+    aleaks.emulator.script(Scenario.build("One two three four.", faults=[Stall(2, kind="text", seconds=10)]))
+    session = fsm_agent.Session(stale_timeout=30)
+    got = Collect()
+    fired_at: list[float] = []
+
+    def interrupter() -> None:
+        if wait_until(lambda: bool(got.texts), 3.0):
+            time.sleep(0.1)
+            fired_at.append(time.monotonic())
+            session.interrupt()
+
+    async def main() -> float:
+        thread = threading.Thread(target=interrupter, name="test-interrupter")
+        thread.start()
+        try:
+            with pytest.raises(InterruptedError):
+                await session.astream(kit.client(aleaks), kit.params(), **kit.api(), **got.callbacks())
+            return time.monotonic()
+        finally:
+            await asyncio.to_thread(thread.join)
+
+    raised_at = aleaks.run(main)
+    assert fired_at and raised_at - fired_at[0] < 0.2
+    assert len(aleaks.emulator.requests) == 1
+    closed_once(opened, 1)
+
+
+def test_res11_interrupt_before_the_response_headers(aleaks: AsyncLeakCheck, kit: Kit) -> None:
+    """The provider accepts the request and never answers: no stream yet, the open is cut short
+    (for Bedrock: the worker thread's socket is shut down, so the thread ends as well)."""
+    aleaks.emulator.script(Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]))
+    session = fsm_agent.Session(stale_timeout=30)
+
+    async def main() -> None:
+        task = asyncio.create_task(session.astream(kit.client(aleaks), kit.params(), **kit.api()))
+        while not aleaks.emulator.requests:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.1)
+        fired_at = time.monotonic()
+        session.interrupt()
+        with pytest.raises(InterruptedError):
+            await task
+        assert time.monotonic() - fired_at < 0.2
+        # botocore retries the aborted request by itself (max_attempts=1 here); the worker's
+        # socket is shut down again while the loop runs, so the worker ends soon after
+        deadline = time.monotonic() + 3.0
+        while any(t.name == "fsm-agent-attempt" for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the worker thread is still opening"
+            await asyncio.sleep(0.01)
+
+    aleaks.run(main, timeout=1.0)

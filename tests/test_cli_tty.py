@@ -1,0 +1,203 @@
+"""The command line in a pseudo-terminal (CLI-1, CLI-3, RES-11): the real `python -m fsm_agent`
+entry point under pexpect, its output fed to a pyte terminal emulator, the screen read back.
+
+`FSM_AGENT_WRITE_DEMO_SCREEN=1 pytest tests/test_cli_tty.py -k default_demo` rewrites
+docs/demo-screen.txt from the final screen of that real run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pexpect
+import pyte
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS, COLS = 60, 100
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+
+
+class Terminal:
+    """One run of the command in a pty of ROWS x COLS, its screen emulated by pyte."""
+
+    def __init__(self, *args: str, rows: int = ROWS, cols: int = COLS) -> None:
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES", "FORCE_COLOR")
+        }
+        env["TERM"] = "xterm-256color"
+        self.child = pexpect.spawn(
+            sys.executable, ["-m", "fsm_agent", *args], dimensions=(rows, cols), env=env, cwd=str(ROOT)
+        )
+        self.screen = pyte.Screen(cols, rows)
+        self._feed = pyte.ByteStream(self.screen)
+        self.raw = bytearray()
+        self.eof = False
+
+    def pump(self, timeout: float = 0.05) -> None:
+        """Read what the program wrote so far (up to `timeout` s of waiting) onto the screen."""
+        if self.eof:
+            return
+        try:
+            data = self.child.read_nonblocking(65536, timeout=timeout)
+        except pexpect.TIMEOUT:
+            return
+        except pexpect.EOF:
+            self.eof = True
+            return
+        self.raw += data
+        self._feed.feed(data)
+
+    @property
+    def text(self) -> str:
+        """The screen as it stands, trailing spaces and blank lines dropped."""
+        lines = [line.rstrip() for line in self.screen.display]
+        while lines and not lines[-1]:
+            lines.pop()
+        return "\n".join(lines)
+
+    @property
+    def transcript(self) -> str:
+        """Everything written, escape codes removed: what was ever drawn, in order."""
+        return ANSI.sub("", self.raw.decode("utf-8", "replace"))
+
+    def wait_for(self, condition: Callable[[Terminal], bool], timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition(self):
+            if self.eof or time.monotonic() > deadline:
+                raise AssertionError(f"condition not met; screen:\n{self.text}")
+            self.pump()
+
+    def finish(self, timeout: float = 15.0) -> int:
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            assert time.monotonic() < deadline, f"still running; screen:\n{self.text}"
+            self.pump(0.2)
+        self.child.close()
+        assert self.child.signalstatus is None, "killed by a signal instead of exiting"
+        return int(self.child.exitstatus)
+
+
+@pytest.fixture
+def terminal() -> Iterator[Callable[..., Terminal]]:
+    """Start commands in terminals; any still running after the test (a failed one) is killed."""
+    started: list[Terminal] = []
+
+    def start(*args: str) -> Terminal:
+        started.append(Terminal(*args))
+        return started[-1]
+
+    yield start
+    for term in started:
+        if term.child.isalive() or not term.child.closed:
+            term.child.close(force=True)
+
+
+def remove_trace(screen: str) -> Path:
+    """The trace file the summary names, deleted (each run writes a new one)."""
+    found = re.search(r"(?:│ trace +|^trace +)(\S+\.jsonl)", screen, re.M)
+    assert found, screen
+    path = Path(found.group(1))
+    path.unlink()
+    return path
+
+
+def status_states(transcript: str) -> list[str]:
+    """The states the status bar showed, in order, repeats collapsed."""
+    shown: list[str] = []
+    for state in re.findall(r" state  (\w+)  │", transcript):
+        if not shown or shown[-1] != state:
+            shown.append(state)
+    return shown
+
+
+def test_default_demo_on_a_terminal(terminal: Callable[..., Terminal]) -> None:
+    term = terminal("demo")
+    status = term.finish()
+    screen, transcript = term.text, term.transcript
+    assert status == 0, screen
+
+    # The status bar showed the machine's states as they happened, the cut and the retry included.
+    states = [state for state in status_states(transcript) if state != "idle"]  # idle: before the start
+    assert states[:4] == ["connecting", "streaming_text", "streaming_tool", "retrying"], states
+    assert states[-3:] == ["streaming_tool", "finishing", "done"], states
+    assert re.search(r" state  done  │  attempt 2/3  │  \d+\.\d s", screen)
+
+    # Reasoning in its own dimmed panel, closed above the answer.
+    lines = screen.splitlines()
+    panel = next(i for i, line in enumerate(lines) if line.startswith("╭─ reasoning"))
+    answer = next(i for i, line in enumerate(lines) if line.startswith("I'll read the configuration first"))
+    assert panel < answer and "The user asks what the service" in lines[panel + 1]
+    assert re.search(r"\x1b\[2;3m[^\x1b]*The user asks", term.raw.decode()), "reasoning is not dimmed"
+
+    # The tool call as it built: its name and a growing argument size, then the cut and the retry.
+    sizes = [int(n) for n in re.findall(r"⚙ read_file  receiving arguments… (\d+) B", transcript)]
+    grew = [n for i, n in enumerate(sizes) if i == 0 or n != sizes[i - 1]]
+    assert any(a < b < c for a, b, c in zip(grew, grew[1:], grew[2:], strict=False)), sizes
+    assert "⚙ read_file  arguments complete · 97 B" in transcript
+    assert re.search(r"✗ read_file: cut off after \d+ B of arguments \(attempt 1\); not executed", screen)
+    assert "[connection lost mid tool-call; reconnecting…]" in screen
+    assert "⚠ retrying: attempt 2 of 3 after RemoteProtocolError" in screen
+
+    # The recovered call, its final arguments pretty-printed.
+    assert "╭─ tool call · read_file" in screen and "call_read_settings" in screen
+    assert '│   "path": "config/settings.yaml",' in screen and '│     "alerts"' in screen
+
+    # The summary.
+    assert re.search(r"│ outcome +complete", screen)
+    assert re.search(r"│ time to first token +0\.\d\d s", screen)
+    assert re.search(r"│ output tokens +73 \(\d+\.\d tokens/s\)", screen)
+    assert re.search(r"│ attempts +2 ", screen)
+    trace = Path(re.search(r"│ trace +(\S+\.jsonl)", screen).group(1))  # type: ignore[union-attr]
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [r["dest"] for r in records if r["type"] == "transition"].count("retrying") == 1
+    trace.unlink()
+
+    if os.environ.get("FSM_AGENT_WRITE_DEMO_SCREEN"):
+        (ROOT / "docs" / "demo-screen.txt").write_text(screen + "\n", encoding="utf-8")
+
+
+def test_a_partial_line_shows_before_its_newline(terminal: Callable[..., Terminal]) -> None:
+    # Frames 0.3 s apart: "The configuration sets " arrives, then "up three things:\n" 0.3 s later.
+    term = terminal("demo", "text-drop-stub", "--frame-delay", "0.3")
+    term.wait_for(lambda t: "The configuration sets up three things:" in t.text)
+    # A frame was drawn with the partial line alone, right above the status bar: before the rest of
+    # its line (and its newline) had arrived. Read from the ordered transcript, not a timed look.
+    assert re.search(r"[\r\n]The configuration sets \r?\n state  streaming_text  │", term.transcript)
+    term.child.sendintr()
+    assert term.finish() == 130
+    assert re.search(r"│ outcome +interrupted", term.text)
+    remove_trace(term.text)
+
+
+def test_ctrl_c_during_a_stall_interrupts_at_once(terminal: Callable[..., Terminal]) -> None:
+    term = terminal("demo", "stall-retry", "--stale-timeout", "30")
+    term.wait_for(lambda t: "state  connecting" in t.text)
+    time.sleep(0.3)  # the provider is silent now (it stalls after its first frame)
+    sent = time.monotonic()
+    term.child.sendintr()
+    term.wait_for(lambda t: re.search(r"│ outcome +interrupted", t.text) is not None, timeout=2)
+    shown = time.monotonic() - sent
+    status = term.finish(timeout=2)
+    exited = time.monotonic() - sent
+    assert status == 130
+    # The stream is closed and the summary on screen within 0.5 s. Exiting adds the interpreter's
+    # teardown (~0.15 s here, more on a loaded machine: the openai SDK brings ~1000 modules).
+    assert shown < 0.5 and exited < 2.0, (shown, exited)
+    assert "⚠ interrupted by Ctrl-C; the stream was closed" in term.text
+    assert "stalled" not in term.transcript  # interrupted before the watchdog's 30 s
+    remove_trace(term.text)
+
+
+def test_no_color_on_a_terminal_writes_no_escape_codes(terminal: Callable[..., Terminal]) -> None:
+    term = terminal("demo", "happy", "--no-color", "--frame-delay", "0")
+    assert term.finish() == 0
+    assert b"\x1b" not in term.raw
+    assert "[reasoning]" in term.text and "outcome              complete" in term.text
+    remove_trace(term.text)
