@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
-def chat_chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
+def chat_chunk(
+    delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None
+) -> bytes:
     chunk: dict[str, Any] = {
         "id": "chatcmpl-bench",
         "object": "chat.completion.chunk",
@@ -32,10 +34,11 @@ def chat_body(text_chunks: int, args_total: int, arg_fragment: int) -> tuple[byt
     parts.extend(chat_chunk({"content": piece}) for piece in text_pieces)
     payload = ('{"text": "' + ("abcdefghij" * (args_total // 10 + 1)))[: args_total - 2] + '"}'
     fragments = [payload[i : i + arg_fragment] for i in range(0, len(payload), arg_fragment)]
-    first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "write_file", "arguments": ""}}
+    function = {"name": "write_file", "arguments": ""}
+    first = {"index": 0, "id": "call_1", "type": "function", "function": function}
     parts.append(chat_chunk({"tool_calls": [first]}))
     parts.extend(
-        chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]}) for fragment in fragments
+        chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in fragments
     )
     parts.append(chat_chunk({}, finish="tool_calls"))
     parts.append(chat_chunk({}, usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}))

@@ -242,10 +242,8 @@ class RequestMachine:
 
     def _stale(self, event: StaleTimeout, t: float) -> tuple[Output, ...]:
         # WD-3: every stall counts toward the session's streak, whatever it leads to.
-        if self.state is S.FALLBACK:
-            waited_for = "an answer to the non-streaming request"
-        else:
-            waited_for = "a provider event"
+        fallback = self.state is S.FALLBACK
+        waited_for = "answer to the non-streaming request" if fallback else "provider event"
         self._set_error(StreamStalledError(f"no {waited_for} for {event.stale_timeout:g} s"))
         self.ctx.stale_streak += 1
         return (act.Remember("stall"), *self._fire("stale", event, t))

@@ -104,12 +104,14 @@ def _error_event(error: object) -> ProviderStreamError:
 
 
 class ChatTranslator:
-    """One attempt's chunks → events. Remembers only whether it has seen `[DONE]`."""
+    """One attempt's chunks → events. Remembers whether it has seen `[DONE]`, and the response
+    identity it already reported (every chunk repeats it; one ResponseMeta is enough)."""
 
-    __slots__ = ("done",)
+    __slots__ = ("_identity", "done")
 
     def __init__(self) -> None:
         self.done = False
+        self._identity: tuple[Any, Any] | None = None
 
     def frame(self, frame: SSEFrame) -> list[Any]:
         data = frame.data
@@ -129,8 +131,10 @@ class ChatTranslator:
         if chunk.get("error"):
             raise _error_event(chunk["error"])
         events: list[Any] = []
-        if "id" in chunk or "model" in chunk:
-            events.append(ResponseMeta(id=chunk.get("id"), model=chunk.get("model")))
+        identity = (chunk.get("id"), chunk.get("model"))
+        if identity != self._identity and identity != (None, None):
+            self._identity = identity
+            events.append(ResponseMeta(id=identity[0], model=identity[1]))
         choices = chunk.get("choices")
         if choices:
             if not isinstance(choices, list) or not isinstance(choices[0], dict):
