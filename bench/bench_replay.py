@@ -2,8 +2,9 @@
 
 Run: .venv/bin/python bench/bench_replay.py   (or `make bench`).
 
-The stream: 10,000 Chat Completions chunks of text (the adapter turns each into a ResponseMeta and a
-TextDelta: ~20,000 events). Measured side by side in one process, runs interleaved, medians of 5:
+The stream: 20,000 Chat Completions chunks of text, then a short tool call (the adapter turns each
+text chunk into a TextDelta and reports the response identity once: ~20,000 events). Measured side
+by side in one process, runs interleaved, medians of 5:
 
 - live, from memory: the real `openai` client reading the stream from an in-memory transport
   through `Session.stream` (no network), without a trace;
@@ -35,7 +36,7 @@ from fsm_agent.testing import Emulator, Scenario
 from fsm_agent.trace.reader import read_trace
 
 PARAMS = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}]}
-TEXT_CHUNKS = 10_000
+TEXT_CHUNKS = 20_000
 RUNS = 5
 
 
@@ -81,7 +82,7 @@ def main() -> None:
 
         live_recording()
         (request,) = read_trace(path).requests.values()
-        events = len(request.events)
+        events = request.event_count
         size = os.path.getsize(path)
         runs: dict[str, list[float]] = {"live": [], "http": [], "record": [], "replay": [], "read": []}
         for _ in range(RUNS):  # interleaved, so that a busy moment of the machine hits all alike

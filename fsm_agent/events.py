@@ -16,6 +16,7 @@ from .result import Usage
 __all__ = [
     "AttemptClosed",
     "AttemptFailed",
+    "FallbackDelivered",
     "FallbackFinished",
     "FinishReason",
     "FinishedResponse",
@@ -99,11 +100,14 @@ class Keepalive:
 class StreamEnd:
     """The stream ended cleanly (EOF, or `[DONE]` for Chat Completions).
 
-    `frames` counts the frames with a payload the attempt received, `keepalives` the empty ones.
+    `frames` counts the frames with a payload the attempt received, `keepalives` the empty ones;
+    `complete` says whether the provider's end marker came (`[DONE]`, `message_stop`,
+    `response.completed`): a stream cut short without one may be truncated.
     """
 
     frames: int = 0
     keepalives: int = 0
+    complete: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,11 @@ class AttemptFailed:
 @dataclass(frozen=True, slots=True)
 class AttemptClosed:
     """The driver closed the attempt's stream (after a retry, stub or stall decision)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackDelivered:
+    """The fallback's answer reached the caller's callbacks: the request is done."""
 
 
 @dataclass(frozen=True, slots=True)

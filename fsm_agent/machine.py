@@ -68,35 +68,38 @@ def _row(
     return row
 
 
-def _decide(trigger: str, sources: Sequence[State]) -> list[Row]:
-    """What an attempt that failed (or ended unusably) leads to. Rows are tried in order."""
+# What an attempt that failed (or ended unusably) may lead to, in the order the rows are tried.
+_OUTCOMES: dict[str, tuple[State, tuple[str, ...], tuple[str, ...]]] = {
+    # interrupts, callback errors, malformed frames, the byte cap: raised, never retried
+    "fatal": (S.FAILED, ("is_fatal",), ()),
+    # the finish reason already came: the answer is complete (only usage may be lost)
+    "finished": (S.DONE, ("finish_seen",), ()),
+    # RES-8: retry at once without stream_options; spends no budget
+    "options": (S.RETRYING, ("options_rejected",), ("has_visible_text",)),
+    # RES-9: streaming unavailable
+    "fallback": (S.FALLBACK, ("streaming_unsupported", "fallback_allowed"), ("has_visible_text",)),
+    # RES-2 / RES-6: nothing visible yet, retry silently
+    "retry": (S.RETRYING, ("is_transient", "budget_left"), ("has_visible_text",)),
+    # RES-3: visible text and a tool call in flight, retry with a "reconnecting" marker
+    "retry_mid_tool": (S.RETRYING, ("is_transient", "budget_left", "has_visible_text", "tool_in_flight"), ()),
+    # RES-4 / RES-5: keep what the user read; never retry over it
+    "stub": (S.STUBBING, ("has_visible_text",), ()),
+    # RES-6 / RES-7: nothing visible, no retry left (or not retryable): raise
+    "fail": (S.FAILED, (), ()),
+}
+
+
+def _decide(trigger: str, sources: Sequence[State], outcomes: Sequence[str]) -> list[Row]:
+    """The decision rows for `trigger` from `sources`, limited to the outcomes that can occur
+    there (no dead rows: e.g. nothing is visible yet in `connecting`)."""
+    unknown = set(outcomes) - set(_OUTCOMES)
+    assert not unknown, unknown
     return [
-        _row(trigger, sources, S.FAILED, ["is_fatal"]),
-        _row(trigger, sources, S.DONE, ["finish_seen"]),
-        # RES-8: retry at once without stream_options; spends no budget.
-        _row(trigger, sources, S.RETRYING, ["options_rejected"], unless=["has_visible_text"]),
-        # RES-9: streaming unavailable.
-        _row(
-            trigger,
-            sources,
-            S.FALLBACK,
-            ["streaming_unsupported", "fallback_allowed"],
-            unless=["has_visible_text"],
-        ),
-        # RES-2 / RES-6: nothing visible yet, retry silently.
-        _row(trigger, sources, S.RETRYING, ["is_transient", "budget_left"], unless=["has_visible_text"]),
-        # RES-3: visible text and a tool call in flight, retry with a "reconnecting" marker.
-        _row(
-            trigger,
-            sources,
-            S.RETRYING,
-            ["is_transient", "budget_left", "has_visible_text", "tool_in_flight"],
-        ),
-        # RES-4 / RES-5: keep what the user read; never retry over it.
-        _row(trigger, sources, S.STUBBING, ["has_visible_text"]),
-        # RES-6 / RES-7: nothing visible, no retry left (or not retryable): raise.
-        _row(trigger, sources, S.FAILED),
+        _row(trigger, sources, dest, conditions, unless)
+        for name, (dest, conditions, unless) in _OUTCOMES.items()
+        if name in outcomes
     ]
+
 
 
 TABLE: list[Row] = [
@@ -110,26 +113,32 @@ TABLE: list[Row] = [
     _row("tool_start", S.STREAMING_TOOL, None),
     _row("finish", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL), S.FINISHING),
     _row("end", (S.STREAMING_TEXT, S.FINISHING), S.DONE),
-    # An end with nothing usable (empty, keepalives only, cut mid tool-call) is decided like an error.
-    *_decide("end", (S.CONNECTING, S.STREAMING_TOOL)),
+    # An end with nothing in it: empty (transient), or keepalives only (streaming unsupported).
+    # An end cut short of the finish reason is fed as an `error` (IncompleteStreamError).
+    *_decide("end", (S.CONNECTING,), ("fallback", "retry", "fail")),
     # WIRE-5 / RES-9: the client answered stream=True with a finished response.
     _row("finished_response", S.CONNECTING, S.FALLBACK, ["fallback_allowed"]),
     _row("finished_response", S.CONNECTING, S.FAILED),
     # Errors while an attempt is open.
-    *_decide("error", LIVE),
-    # WD-1: the watchdog fired; the driver aborts the attempt, then the stall is decided.
+    *_decide("error", (S.CONNECTING,), ("fatal", "options", "fallback", "retry", "fail")),
+    *_decide("error", (S.STREAMING_TEXT,), ("fatal", "fallback", "retry", "stub", "fail")),
+    *_decide("error", (S.STREAMING_TOOL,), ("fatal", "fallback", "retry", "retry_mid_tool", "stub", "fail")),
+    # After the finish reason the answer is whole: a lost usage chunk or end marker is no failure.
+    *_decide("error", (S.FINISHING,), ("fatal",)),
+    _row("error", S.FINISHING, S.DONE),
+    # WD-1: the watchdog fired; the driver aborts the attempt, then the stall (transient) is decided.
     _row("stale", LIVE, S.STALLED),
-    *_decide("closed", (S.STALLED,)),
+    *_decide("closed", (S.STALLED,), ("finished", "retry", "retry_mid_tool", "stub", "fail")),
     _row("closed", S.RETRYING, S.CONNECTING),
     _row("closed", S.STUBBING, S.DONE),
-    # The non-streaming fallback: it succeeds, fails, or stalls (a stall counts for WD-3 too).
+    # The non-streaming fallback: its answer is delivered, it fails, or it stalls (WD-3 counts it).
     _row("fallback_done", S.FALLBACK, S.DONE),
     _row("error", S.FALLBACK, S.FAILED),
     _row("stale", S.FALLBACK, S.FAILED),
     # CB-6: the caller's on_text raised on the library's own text (marker or warning).
     _row("error", (S.RETRYING, S.STUBBING), S.FAILED),
-    # RES-11: an interrupt ends the request from any state, never retried.
-    _row("interrupt", NON_TERMINAL, S.FAILED),
+    # RES-11: an interrupt ends the request from any state after the start, never retried.
+    _row("interrupt", tuple(state for state in NON_TERMINAL if state is not S.IDLE), S.FAILED),
 ]
 
 TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(row["trigger"] for row in TABLE))

@@ -30,6 +30,7 @@ from .errors import (
 from .events import (
     AttemptClosed,
     AttemptFailed,
+    FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
     FinishReason,
@@ -110,7 +111,6 @@ class RequestMachine:
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
         self._t = 0.0
         self._event: object = None
-        self._fallback_used = False
         self._raw: Any = None
         self.result: StreamResult | None = None
         build_machine(self)
@@ -224,9 +224,13 @@ class RequestMachine:
                 )
             else:
                 self._set_error(EmptyStreamError("the stream ended without any content"))
-        elif self.state is S.STREAMING_TOOL:
+        elif not self.ctx.finish_seen and (self.state is S.STREAMING_TOOL or not event.complete):
+            # Cut short: no finish reason, and a tool call being built or no end marker. What
+            # arrived may be truncated, so it is decided as a transient error, not a success.
             names = ", ".join(slot.name or "?" for slot in self.acc.tools_in_flight())
-            self._set_error(IncompleteStreamError(f"the stream ended mid tool-call ({names})"))
+            where = f"mid tool-call ({names})" if names else "before its finish reason and end marker"
+            self._set_error(IncompleteStreamError(f"the stream ended {where}"))
+            return self._fire("error", event, t)
         return self._fire("end", event, t)
 
     def _finished_response(self, event: FinishedResponse, t: float) -> tuple[Output, ...]:
@@ -260,14 +264,18 @@ class RequestMachine:
         return self._fire("interrupt", event, t)
 
     def _fallback_finished(self, event: FallbackFinished, t: float) -> tuple[Output, ...]:
-        # The answer arrives whole: accumulate it and deliver its reasoning and text once.
+        # The answer arrives whole: accumulate it and hand its reasoning and text out once. The
+        # request is done only when they reached the caller (FallbackDelivered): an on_text that
+        # raises on them fails it (CB-6).
         self.acc = Accumulator()
         out: list[Output] = []
         for wire_event in event.events:
             out.extend(self._apply(wire_event, t))
         self._raw = event.response
-        self._fallback_used = True
-        return (*out, *self._fire("fallback_done", event, t))
+        return tuple(out)
+
+    def _fallback_delivered(self, event: FallbackDelivered, t: float) -> tuple[Output, ...]:
+        return self._fire("fallback_done", event, t)
 
     _handlers: ClassVar[dict[type, Callable[[RequestMachine, Any, float], tuple[Output, ...]]]] = {
         RefusalDelta: _refusal,
@@ -284,6 +292,7 @@ class RequestMachine:
         AttemptClosed: _closed,
         Interrupt: _interrupt,
         FallbackFinished: _fallback_finished,
+        FallbackDelivered: _fallback_delivered,
     }
 
     def _set_error(self, error: BaseException, kind: ErrorKind | None = None) -> None:
@@ -352,7 +361,7 @@ class RequestMachine:
         if dest is S.FALLBACK:
             return self._enter_fallback(source)
         if dest is S.DONE:
-            return self._enter_done()
+            return self._enter_done(source)
         if dest is S.FAILED:
             return self._enter_failed(source)
         return ()
@@ -410,10 +419,10 @@ class RequestMachine:
         out.append(act.RunFallback(ctx.finished_response))
         return tuple(out)
 
-    def _enter_done(self) -> tuple[Output, ...]:
+    def _enter_done(self, source: State) -> tuple[Output, ...]:
         result = self.result if self.result is not None else self.acc.build()
         result.attempts = self.ctx.attempt
-        result.streamed = not self._fallback_used
+        result.streamed = source is not S.FALLBACK
         if self._raw is not None:
             result.raw = self._raw
         result.records = self.records

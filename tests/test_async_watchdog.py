@@ -316,3 +316,25 @@ def test_fsm6_a_silent_fallback_request_is_a_stall(aleaks: AsyncLeakCheck) -> No
 
     aleaks.run(main)
     assert len(aleaks.emulator.requests) == 2 and aleaks.emulator.requests[1].stream is False
+
+
+def test_wd1_a_slow_coroutine_callback_is_not_a_stall(aleaks: AsyncLeakCheck) -> None:
+    answer = "Hello there, this is a long answer with several words in it."
+    aleaks.emulator.script(Scenario.build(answer))
+    session = fsm_agent.Session(stale_timeout=0.3)
+    statuses: list[str] = []
+    calls = 0
+
+    async def on_text(text: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            await asyncio.sleep(0.6)  # twice the stale timeout, inside the caller's code
+
+    async def main() -> fsm_agent.StreamResult:
+        client = aleaks.client()
+        return await session.astream(client, params(), on_text=on_text, on_status=statuses.append)
+
+    result = aleaks.run(main)
+    assert (result.content, result.stub, result.attempts) == (answer, False, 1)
+    assert statuses == [] and session.stale_streak == 0

@@ -21,6 +21,7 @@ from fsm_agent.providers.openai_chat import ChatCompletionsAdapter, is_native_ge
 from fsm_agent.testing import (
     DropAfter,
     DropMidFrame,
+    EndAfter,
     HttpError,
     KeepaliveOnly,
     MalformedFrame,
@@ -620,4 +621,52 @@ def test_res9_fallback_request_failing_raises_its_error(leaks: LeakCheck) -> Non
         session.stream(leaks.client(), params())
     assert [r.stream for r in leaks.emulator.requests] == [True, False]
     assert session.streaming_disabled is True
+    leaks.assert_clean()
+
+
+# -- RES-1 / RES-11: the session's budget is the only retry budget ------------------------------------
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_res1_the_sdks_own_retries_do_not_multiply_the_budget(leaks: LeakCheck, retries: int) -> None:
+    leaks.emulator.script(Scenario.build("x", faults=[HttpError(503, headers={"retry-after": "3"})]))
+    # A client built with the SDK's defaults (max_retries=2, honouring retry-after).
+    client = openai.OpenAI(base_url=leaks.emulator.openai_base_url, api_key="sk-test")
+    try:
+        started = time.monotonic()
+        with pytest.raises(openai.InternalServerError):
+            fsm_agent.Session(retries=retries).stream(client, params())
+        assert len(leaks.emulator.requests) == retries + 1
+        assert time.monotonic() - started < 2  # never slept out a retry-after
+        assert client.max_retries == 2  # the caller's client is unchanged
+    finally:
+        client.close()
+    leaks.assert_clean()
+
+
+def test_a_clean_end_before_finish_and_done_is_a_stub_not_a_success(leaks: LeakCheck) -> None:
+    leaks.emulator.script(
+        Scenario.build("Hello there, this is a long answer.", faults=[EndAfter(2, kind="text")])
+    )
+    result = fsm_agent.Session().stream(leaks.client(), params())
+    assert result.stub and result.finish_reason == "length" and result.attempts == 1
+    assert result.content and "answer" not in result.content
+    leaks.assert_clean()
+
+
+def test_cb6_on_text_raising_on_the_fallback_answer_fails_the_request(leaks: LeakCheck) -> None:
+    leaks.emulator.script(Scenario.build("Plain answer.", faults=[StreamingUnsupported()]))
+    session = fsm_agent.Session()
+    session.stale_streak = 1
+
+    def on_text(text: str) -> None:
+        raise RuntimeError("the display is gone")
+
+    sink = fsm_agent.MemorySink()
+    session.trace = sink
+    with pytest.raises(RuntimeError, match="display is gone"):
+        session.stream(leaks.client(), params(), on_text=on_text)
+    records = [(r.source, r.dest) for r in sink.records]
+    assert records[-2:] == [("connecting", "fallback"), ("fallback", "failed")]
+    assert session.stale_streak == 1  # no success was remembered
     leaks.assert_clean()

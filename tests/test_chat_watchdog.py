@@ -303,7 +303,10 @@ def test_stall_during_the_fallback_request(leaks: LeakCheck) -> None:
 
 
 def _blocked_recv(sock: socket.socket) -> bytes:
-    return sock.recv(1)
+    # Through the stdlib's socket file, as http.client and the HTTP libraries read: the blocked
+    # frame is socket.py's, whose `_sock` is the socket to shut down.
+    with sock.makefile("rb", buffering=0) as stream:
+        return stream.read(1) or b""
 
 
 def test_open_phase_abort_wakes_the_blocked_read_and_spares_the_applications_sockets() -> None:
@@ -330,3 +333,27 @@ def test_open_phase_abort_wakes_the_blocked_read_and_spares_the_applications_soc
     finally:
         for sock in (app_sock, app_peer, sdk_sock, sdk_peer):
             sock.close()
+
+
+# -- WD-1: time spent in the caller's callbacks is not provider silence ------------------------------
+
+
+def test_wd1_a_slow_callback_is_not_a_stall(leaks: LeakCheck, spy: AttemptSpy) -> None:
+    answer = "Hello there, this is a long answer with several words in it."
+    leaks.emulator.script(Scenario.build(answer))
+    session = fsm_agent.Session(stale_timeout=0.3)
+    statuses: list[str] = []
+    calls = 0
+
+    def on_text(text: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            time.sleep(0.6)  # twice the stale timeout, inside the caller's code
+
+    client = leaks.client()
+    result = session.stream(client, params(), on_text=on_text, on_status=statuses.append)
+    assert (result.content, result.stub, result.attempts) == (answer, False, 1)
+    assert statuses == [] and session.stale_streak == 0
+    spy.assert_each_closed_once(1)
+    leaks.assert_clean()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import httpx
 import pytest
 import structlog
@@ -9,6 +11,7 @@ import structlog
 from fsm_agent import actions as act
 from fsm_agent.errors import (
     EmptyStreamError,
+    ErrorKind,
     MachineError,
     ProviderStreamError,
     ProviderUnresponsiveError,
@@ -18,6 +21,7 @@ from fsm_agent.errors import (
 from fsm_agent.events import (
     AttemptClosed,
     AttemptFailed,
+    FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
     FinishReason,
@@ -32,8 +36,9 @@ from fsm_agent.events import (
     ToolCallEnd,
 )
 from fsm_agent.guards import GUARDS, RequestContext
-from fsm_agent.machine import NON_TERMINAL, TABLE, TERMINAL, State
+from fsm_agent.machine import LIVE, NON_TERMINAL, TABLE, TERMINAL, State
 from fsm_agent.request import RECONNECT_MARKER, RequestMachine
+from fsm_agent.trace.records import TransitionRecord
 
 
 def _machine(**settings: object) -> RequestMachine:
@@ -232,8 +237,8 @@ def test_keepalives_only_falls_back_or_raises() -> None:
     assert isinstance(out[-1], act.RunFallback) and out[-1].response is None
     answer = (ReasoningDelta("why"), TextDelta("Answer"), FinishReason("stop"))
     out = m.feed(FallbackFinished(answer, "raw"), 0.2)
-    assert out[:2] == (ReasoningDelta("why"), TextDelta("Answer"))
-    result = out[-1].result  # type: ignore[attr-defined]
+    assert out == (ReasoningDelta("why"), TextDelta("Answer"))  # delivered once, then:
+    result = m.feed(FallbackDelivered(), 0.3)[-1].result  # type: ignore[attr-defined]
     assert result.streamed is False and result.content == "Answer" and result.raw == "raw"
 
     m = _machine(unsupported="raise")
@@ -380,3 +385,124 @@ def test_every_transition_is_one_structlog_record_with_fsm5_fields() -> None:
         assert fields <= entry.keys()
         assert entry["request_id"] == "r-1"
     assert transitions[-1]["visible_chars"] == 200
+
+
+def test_an_end_without_finish_reason_or_end_marker_is_cut_short() -> None:
+    m = _machine()
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("Partial"), 0.1)
+    out = m.feed(StreamEnd(frames=2, complete=False), 0.2)
+    assert _path(m)[-1] == ("error", "streaming_text", "stubbing")
+    result = m.feed(AttemptClosed(), 0.2)[-1].result  # type: ignore[attr-defined]
+    assert result.stub and result.content == "Partial" and result.finish_reason == "length"
+    assert act.CloseAttempt(then_feed_closed=True) in out
+
+    m = _machine()  # a finish reason makes a missing end marker harmless (only usage may be lost)
+    m.feed(Start(), 0.0)
+    m.feed(TextDelta("Whole."), 0.1)
+    m.feed(FinishReason("stop"), 0.2)
+    result = m.feed(StreamEnd(frames=2, complete=False), 0.3)[-1].result  # type: ignore[attr-defined]
+    assert not result.stub and result.content == "Whole."
+
+
+# -- FSM-6 and "no dead row": random event orders, as the drivers produce them -----------------------
+
+
+def _row_taken(record: TransitionRecord) -> int:
+    """The index of the TABLE row a record's transition took (first row whose guards held)."""
+    source, dest = State(record.source), State(record.dest)
+    for index, row in enumerate(TABLE):
+        if row["trigger"] != record.trigger or source not in row["source"]:
+            continue
+        held = all(record.guards.get(c) is True for c in row.get("conditions", ())) and all(
+            record.guards.get(u) is False for u in row.get("unless", ())
+        )
+        if held:
+            assert (row["dest"] or source) is dest, (record, row)
+            return index
+    raise AssertionError(f"no row explains {record}")
+
+
+_KINDS = list(ErrorKind)
+
+
+def _wire_event(rng: random.Random, first: bool) -> object:
+    choice = rng.randrange(10)
+    if choice == 7 and not first:  # a finished response can only be what an attempt opens with
+        choice = 9
+    if choice == 0:
+        return TextDelta(rng.choice(["hi", " ", "\n"]))
+    if choice == 1:
+        return ToolCallDelta(rng.randrange(2), id=rng.choice([None, "a", "b"]), name="f", arguments="{")
+    if choice == 2:
+        return FinishReason("stop")
+    if choice == 3:
+        return StreamEnd(frames=rng.randrange(2), keepalives=rng.randrange(2), complete=rng.random() < 0.5)
+    if choice == 4:
+        return AttemptFailed(RuntimeError("x"), kind=rng.choice(_KINDS))
+    if choice == 5:
+        return StaleTimeout(1.0)
+    if choice == 6:
+        return Interrupt()
+    if choice == 7:
+        return FinishedResponse({"x": 1})
+    if choice == 8:
+        return RefusalDelta("no")
+    return ReasoningDelta("r")
+
+
+def _drive(rng: random.Random) -> RequestMachine:
+    """Feed one random request the way a driver would: wire events while an attempt is open, the
+    driver's own events after its actions. Every sequence must end in a terminal state (FSM-6)."""
+    ctx = RequestContext(
+        retries=rng.randrange(3),
+        unsupported=rng.choice(["fallback", "raise"]),
+        stale_giveup=rng.choice([0, 1, 5]),
+        stale_streak=rng.choice([0, 1, 5]),
+        streaming_disabled=rng.random() < 0.2,
+    )
+    m = RequestMachine(ctx, request_id="random")
+    pending = list(m.feed(Start(), 0.0))
+    for _ in range(300):
+        if m.finished:
+            return m
+        if pending:
+            action = pending.pop(0)
+            if isinstance(action, act.CloseAttempt) and action.then_feed_closed:
+                # The driver feeds an interrupt noticed between actions instead (RES-11).
+                closed = Interrupt() if rng.random() < 0.1 else AttemptClosed()
+                pending.extend(m.feed(closed, 0.0))
+            elif isinstance(action, act.DeliverText) and rng.random() < 0.2:  # on_text raises
+                pending = list(m.feed(AttemptFailed(RuntimeError("ui"), from_callback=True), 0.0))
+            elif isinstance(action, act.RunFallback):
+                answer = rng.choice(
+                    [
+                        FallbackFinished((TextDelta("ok"), FinishReason("stop")), None),
+                        FallbackFinished((TextDelta("ok"),), None),
+                        AttemptFailed(RuntimeError("x"), kind=rng.choice(_KINDS)),
+                        StaleTimeout(1.0),
+                        Interrupt(),
+                    ]
+                )
+                pending.extend(m.feed(answer, 0.0))
+                if isinstance(answer, FallbackFinished) and not m.finished:
+                    raised = rng.random() < 0.2  # on_text raises on the fallback's answer
+                    after = AttemptFailed(RuntimeError("ui"), from_callback=True) if raised else None
+                    pending.extend(m.feed(after or FallbackDelivered(), 0.0))
+            continue
+        if m.state in LIVE:
+            first = m.state is State.CONNECTING and m.ctx.delivered_chars == 0
+            pending.extend(m.feed(_wire_event(rng, first), 0.0))
+    raise AssertionError(f"no terminal state after 300 steps: {m.state}")
+
+
+def test_random_event_orders_always_end_and_take_every_row() -> None:
+    rng = random.Random(1234)
+    taken: set[tuple[int, str]] = set()
+    for _ in range(6000):
+        m = _drive(rng)
+        assert m.state in TERMINAL
+        for record in m.records:
+            taken.add((_row_taken(record), record.source))
+    every = {(index, source.value) for index, row in enumerate(TABLE) for source in row["source"]}
+    assert every - taken == set(), "rows no event order reaches (dead rows)"

@@ -199,6 +199,7 @@ def test_events_round_trip_through_the_codec() -> None:
         UsageReport(Usage(1, 2, 3, None)),
         ResponseMeta("id", "model", {"system_fingerprint": "fp"}),
         StreamEnd(3, 1),
+        StreamEnd(3, 0, complete=False),  # cut short of the provider's end marker
     ]
     for event in events:
         assert decode_event(json.loads(json.dumps(encode_event(event)))) == event
@@ -292,7 +293,17 @@ def test_wrong_shapes_are_refused_with_the_line(tmp_path: Path, edit: Any, messa
         [0.1, ["TextDelta"], "x"],
         [0.1, {"kind": "TextDelta"}],
         [0.1, "StreamEnd", {"frames": "many", "keepalives": 0}],
+        [0.1, "StreamEnd", {"frames": 1, "keepalives": 0, "complete": "no"}],
         [0.1, "FallbackFinished", {"events": [{"kind": "Start"}], "response": {"type": "X"}}],
+        [0.1, "TextDelta", ["a", "b"], [0.1]],  # a run needs as many times as texts
+        [0.1, "TextDelta", [], []],
+        [0.1, "TextDelta", ["a", 5], [0.1, 0.2]],
+        [0.1, "TextDelta", ["a", "b"], [0.1, True]],
+        [0.1, "TextDelta", ["a", "b"], [0.1, "0.2"]],
+        [0.1, "TextDelta", ["a", "b"], [0.2, 0.3]],  # t is the first delta's time
+        [0.1, "TextDelta", "a", [0.1]],
+        [0.1, "RefusalDelta", ["a", "b"], [0.1, 0.2]],  # only text and reasoning deltas run
+        [0.1, ["TextDelta"], ["a", "b"], [0.1, 0.2]],
     ],
 )
 def test_bad_events_are_refused_and_nothing_is_executed(tmp_path: Path, item: list[Any]) -> None:
@@ -307,6 +318,79 @@ def test_bad_events_are_refused_and_nothing_is_executed(tmp_path: Path, item: li
     path = write_lines(tmp_path / "t.jsonl", [json.dumps(line)])
     with pytest.raises(TraceFormatError, match=r"line 1: .*event 1"):
         read_trace(path)
+
+
+def test_consecutive_deltas_are_written_as_runs_and_read_back_exactly(tmp_path: Path) -> None:
+    from fsm_agent.events import ReasoningDelta, Start
+
+    deltas: list[tuple[object, float]] = [(TextDelta(f"w{n} "), round(0.1 + n / 1e4, 6)) for n in range(2500)]
+    events = [
+        (Start(), 0.0),
+        (ReasoningDelta("think"), 0.05),  # fires `text`: its own line
+        (ReasoningDelta(" more"), 0.06),
+        (TextDelta("héllo 😀"), 0.07),  # one delta between two others stands alone
+        (ReasoningDelta("!"), 0.08),
+        *deltas,  # 2,500: cut by the 1,000-event batch limit
+        (ResponseMeta("resp-1", "m"), 0.5),
+        (TextDelta(""), 0.6),
+        (FinishReason("stop"), 0.7),
+        (StreamEnd(frames=5), 0.8),
+    ]
+    path = tmp_path / "runs.jsonl"
+    sink = JsonlSink(path, record_wire=True)
+    drive(sink, events)
+    sink.close()
+    items = [item for line in lines_of(path) if line["type"] == "events" for item in line["events"]]
+    assert [(item[1], len(item[2]) if len(item) == 4 else None) for item in items] == [
+        ("Start", None),
+        ("ReasoningDelta", None),
+        ("ReasoningDelta", None),
+        ("TextDelta", None),
+        ("ReasoningDelta", None),
+        ("TextDelta", 997),  # 3 events already in that line
+        ("TextDelta", 1000),
+        ("TextDelta", 503),
+        ("ResponseMeta", None),
+        ("TextDelta", None),
+        ("FinishReason", None),
+        ("StreamEnd", None),
+    ]
+    (found,) = read_trace(path).requests.values()
+    assert [(recorded.event, recorded.t) for recorded in found.events] == events
+    assert found.event_count == len(events)
+    report = fsm_agent.replay(path)
+    assert report.matched and report.outcome is not None
+    assert report.outcome.content == "héllo 😀" + "".join(f"w{n} " for n in range(2500))
+
+
+def test_a_stream_cut_short_of_its_end_marker_replays_as_the_error_it_was() -> None:
+    from fsm_agent.events import Start
+
+    sink = MemorySink(record_wire=True)
+    drive(sink, [(Start(), 0.0), (TextDelta("Port 8080"), 0.1), (StreamEnd(2, 0, complete=False), 0.2)])
+    sink.flush()
+    ends = [
+        item for line in map(json.loads, sink.lines) if line["type"] == "events" for item in line["events"]
+    ]
+    assert ends[-1] == [0.2, "StreamEnd", {"frames": 2, "keepalives": 0, "complete": False}]
+    report = fsm_agent.replay(sink)
+    assert report.matched, report.first_mismatch and report.first_mismatch.message
+    assert [(step.shown.trigger, step.shown.dest) for step in report.steps][-1] == ("error", "stubbing")
+
+
+def test_a_run_with_integer_times_reads_as_floats(tmp_path: Path) -> None:
+    line = {
+        "schema": 1,
+        "type": "events",
+        "request_id": "r",
+        "attempt": 1,
+        "state": "streaming_text",
+        "events": [[1, "TextDelta", ["a", "b"], [1, 2.5]], [3, "TextDelta", "c"]],
+    }
+    (found,) = read_trace(write_lines(tmp_path / "t.jsonl", [json.dumps(line)])).requests.values()
+    got = [(recorded.event, recorded.t) for recorded in found.events]
+    assert got == [(TextDelta("a"), 1.0), (TextDelta("b"), 2.5), (TextDelta("c"), 3.0)]
+    assert all(type(recorded.t) is float for recorded in found.events)
 
 
 def test_an_unknown_state_is_refused(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from ..errors import MachineError
 from ..events import (
     AttemptClosed,
     AttemptFailed,
+    FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
     Interrupt,
@@ -122,7 +123,6 @@ class AsyncDriver:
         self.remember = remember
         self.max_bytes = max_bytes
         self.attempt: AsyncAttempt | None = None
-        self.attempts_opened: list[AsyncAttempt] = []
         self.delivery = AsyncDelivery(callbacks)
         self._t0 = time.monotonic()
 
@@ -223,7 +223,6 @@ class AsyncDriver:
         client = self.source.client_for_attempt()
         attempt = await self._open(client, plan)
         self.attempt = attempt
-        self.attempts_opened.append(attempt)
         if self.watchdog.interrupted:
             return machine.feed(Interrupt(), self._now())
         if attempt.finished is not None:
@@ -258,12 +257,16 @@ class AsyncDriver:
             if pipeline.active:
                 watchdog.touch()
             t = clock() - t0
-            for event in events:
-                outputs = machine.feed(event, t)
-                if outputs:
-                    control = await deliver(outputs)
-                    if control:
-                        return control
+            watchdog.hold()
+            try:
+                for event in events:
+                    outputs = machine.feed(event, t)
+                    if outputs:
+                        control = await deliver(outputs)
+                        if control:
+                            return control
+            finally:
+                watchdog.release()
             if pipeline.done:
                 break
             if watchdog.fired is not None:
@@ -277,18 +280,25 @@ class AsyncDriver:
         machine = self.machine
         translator = self.adapter.translator()
         count = 0
+        watchdog = self.watchdog
         async for obj in objects:
             count += 1
-            self.watchdog.touch()
-            await self.delivery.activity(activity_label(obj))
+            watchdog.touch()
             t = self._now()
-            for event in translator.payload(as_plain(obj)):
-                control = await self.delivery.outputs(machine.feed(event, t))
-                if control:
-                    return control
+            events = translator.payload(obj if type(obj) is dict else as_plain(obj))
+            watchdog.hold()
+            try:
+                await self.delivery.activity(activity_label(obj))
+                for event in events:
+                    control = await self.delivery.outputs(machine.feed(event, t))
+                    if control:
+                        return control
+            finally:
+                watchdog.release()
         if self.watchdog.fired is not None:
             raise EOFError("aborted by the watchdog")
-        return await self.delivery.outputs(machine.feed(StreamEnd(frames=count), self._now()))
+        end = StreamEnd(frames=count, complete=translator.done)
+        return await self.delivery.outputs(machine.feed(end, self._now()))
 
     def _end(self, pipeline: WirePipeline) -> tuple[Any, ...]:
         out: list[Any] = []
@@ -352,9 +362,10 @@ class AsyncDriver:
             return self.machine.feed(Interrupt(), self._now())
         outputs = self.machine.feed(FallbackFinished(events, response), self._now())
         try:
-            return await self.delivery.outputs(outputs)
+            await self.delivery.outputs(outputs)
         except CallbackError as exc:
-            raise exc.original from None
+            return self.machine.feed(AttemptFailed(exc.original, from_callback=True), self._now())
+        return self.machine.feed(FallbackDelivered(), self._now())
 
     async def _request_plain(self, client: Any) -> Any:
         arequest_plain = getattr(self.adapter, "arequest_plain", None)

@@ -19,6 +19,7 @@ import threading
 __all__ = ["LoopWatchdog"]
 
 _USER_EVENT_POLL = 0.05
+_HELD_RECHECK = 0.05
 
 
 class LoopWatchdog:
@@ -39,6 +40,7 @@ class LoopWatchdog:
         self._window = False  # inside an armed window: firing cancels the task
         self._stale_on = False
         self._last_activity = 0.0
+        self._held_since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._poll: asyncio.TimerHandle | None = None
         self._cancel_sent = False  # a cancellation of ours not yet claimed by the driver
@@ -82,6 +84,15 @@ class LoopWatchdog:
         """Provider activity: the deadline moves; the timer notices when it wakes. One float store."""
         self._last_activity = self._clock()
 
+    def hold(self) -> None:
+        """The caller's callbacks run now: their time is not provider silence (WD-1)."""
+        self._held_since = self._clock()
+
+    def release(self) -> None:
+        held_since, self._held_since = self._held_since, None
+        if held_since is not None:
+            self._last_activity += self._clock() - held_since
+
     def claim(self) -> bool:
         """Whether the CancelledError the driver caught in the window is ours alone.
 
@@ -108,6 +119,8 @@ class LoopWatchdog:
         if not self._stale_on:
             return
         deadline = self._last_activity + self.stale_timeout
+        if self._held_since is not None:  # a callback is running: look again shortly after it returns
+            deadline = self._clock() + _HELD_RECHECK
         if self._clock() < deadline:
             self._timer = self._loop.call_at(deadline, self._check_stale)
             return

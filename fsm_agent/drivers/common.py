@@ -29,6 +29,7 @@ __all__ = [
     "looks_like_client",
     "settle_content",
     "settle_notice",
+    "without_sdk_retries",
 ]
 
 log = logging.getLogger("fsm_agent")
@@ -186,14 +187,9 @@ class ClientSource:
         else:
             self._factory = client_or_factory
         self._made: Any = None
-        self.first: Any = None
-
-    @property
-    def is_factory(self) -> bool:
-        return self._factory is not None
 
     def peek(self) -> Any:
-        """A client to infer the API from; with a factory, the first attempt's client."""
+        """A client to infer the API from; with a factory, the first attempt's own client."""
         if self._factory is None:
             return self._client
         if self._made is None:
@@ -201,11 +197,8 @@ class ClientSource:
         return self._made
 
     def client_for_attempt(self) -> Any:
-        if self._factory is None:
-            return self._client
-        if self._made is None:
-            self._made = self._factory()
-        return self._made
+        """The client for one attempt, with the SDK's own retries off (see `without_sdk_retries`)."""
+        return without_sdk_retries(self.peek())
 
     def release(self) -> None:
         """The attempt is over: close the client a factory made for it (never the caller's)."""
@@ -224,6 +217,23 @@ class ClientSource:
 
     async def aclose_all(self) -> None:
         await self.arelease()
+
+
+def without_sdk_retries(client: Any) -> Any:
+    """A view of `client` that makes no retries of its own (RES-1, RES-11).
+
+    The retry budget is the session's: an SDK retrying inside an attempt would multiply it, and
+    would sleep between its tries where no interrupt reaches. `with_options` (openai, anthropic)
+    returns a copy sharing the caller's connection pool; the caller's client is left as it is.
+    boto3 clients keep their own retry configuration (documented).
+    """
+    with_options = getattr(client, "with_options", None)
+    if not callable(with_options) or not getattr(client, "max_retries", 0):
+        return client
+    try:
+        return with_options(max_retries=0)
+    except Exception:  # a custom client whose with_options differs: use it as it is
+        return client
 
 
 def _close_client(client: Any) -> None:

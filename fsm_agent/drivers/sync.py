@@ -19,6 +19,7 @@ from ..errors import MachineError
 from ..events import (
     AttemptClosed,
     AttemptFailed,
+    FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
     Interrupt,
@@ -68,7 +69,6 @@ class SyncDriver:
         self.remember = remember
         self.max_bytes = max_bytes
         self.attempt: Attempt | None = None
-        self.attempts_opened: list[Attempt] = []
         self._t0 = time.monotonic()
 
     def _now(self) -> float:
@@ -130,20 +130,22 @@ class SyncDriver:
         if self.watchdog.interrupted:
             return machine.feed(Interrupt(), self._now())
         opened_at = time.monotonic()
+        try:
+            client = self.source.client_for_attempt()  # the caller's factory runs outside the window
+        except BaseException as exc:
+            return self._failure(exc, opened_at)
         # Until the headers arrive there is no stream handle: an interrupt or stall aborts the
         # socket this thread is blocked on (RES-11, WD-1 in the open phase).
         self.watchdog.arm(blocked_read_aborter())
         try:
-            client = self.source.client_for_attempt()
             attempt = self.adapter.open(client, self.params, plan, self.watchdog.stale_timeout)
         except BaseException as exc:
             self.watchdog.disarm()
             return self._failure(exc, opened_at)
         self.watchdog.disarm()
         self.attempt = attempt
-        self.attempts_opened.append(attempt)
-        if self.watchdog.interrupted:
-            return machine.feed(Interrupt(), self._now())
+        if self.watchdog.fired is not None:  # fired as the headers arrived: the socket is gone
+            return self._failure(EOFError("aborted while opening"), opened_at)
         if attempt.finished is not None:
             return machine.feed(FinishedResponse(attempt.finished), self._now())
         pipeline = WirePipeline(
@@ -172,10 +174,14 @@ class SyncDriver:
             if pipeline.active:
                 watchdog.touch()
             t = time.monotonic() - self._t0
-            for event in events:
-                control = deliver(machine.feed(event, t))
-                if control:
-                    return control
+            watchdog.hold()
+            try:
+                for event in events:
+                    control = deliver(machine.feed(event, t))
+                    if control:
+                        return control
+            finally:
+                watchdog.release()
             if pipeline.done:
                 break
             if watchdog.fired is not None:
@@ -190,19 +196,27 @@ class SyncDriver:
         translator = self.adapter.translator()
         assert attempt.objects is not None
         count = 0
+        watchdog = self.watchdog
         for obj in attempt.objects:
             count += 1
-            self.watchdog.touch()
-            if self.cb.activity is not None:
-                self.cb.activity(activity_label(obj))
+            watchdog.touch()
             t = self._now()
-            for event in translator.payload(as_plain(obj)):
-                control = self._deliver_inline(machine.feed(event, t))
-                if control:
-                    return control
+            # Plain dicts (botocore's events) need no conversion; SDK objects are read by attribute.
+            events = translator.payload(obj if type(obj) is dict else as_plain(obj))
+            watchdog.hold()
+            try:
+                if self.cb.activity is not None:
+                    self.cb.activity(activity_label(obj))
+                for event in events:
+                    control = self._deliver_inline(machine.feed(event, t))
+                    if control:
+                        return control
+            finally:
+                watchdog.release()
         if self.watchdog.fired is not None:
             raise EOFError("aborted by the watchdog")
-        return self._deliver_inline(machine.feed(StreamEnd(frames=count), self._now()))
+        end = StreamEnd(frames=count, complete=translator.done)
+        return self._deliver_inline(machine.feed(end, self._now()))
 
     def _end(self, pipeline: WirePipeline) -> tuple[Any, ...]:
         out: list[Any] = []
@@ -255,12 +269,15 @@ class SyncDriver:
         watchdog = self.watchdog
         if watchdog.interrupted:
             return self.machine.feed(Interrupt(), self._now())
+        try:
+            client = self.source.client_for_attempt() if response is None else None
+        except BaseException as exc:
+            return self._failure(exc, time.monotonic())
         # The plain request is bounded like an attempt (FSM-6): a silent provider is a stall, and
         # an interrupt aborts the socket this thread waits on (RES-11).
         watchdog.arm(blocked_read_aborter())
         try:
             if response is None:
-                client = self.source.client_for_attempt()
                 response = self.adapter.request_plain(client, self.params)
             events = tuple(self.adapter.finished_events(response))
         except BaseException as exc:
@@ -277,9 +294,10 @@ class SyncDriver:
             return self.machine.feed(Interrupt(), self._now())
         outputs = self.machine.feed(FallbackFinished(events, response), self._now())
         try:
-            return self._deliver_inline(outputs)
+            self._deliver_inline(outputs)
         except CallbackError as exc:
-            raise exc.original from None
+            return self.machine.feed(AttemptFailed(exc.original, from_callback=True), self._now())
+        return self.machine.feed(FallbackDelivered(), self._now())
 
     def _close_attempt(self) -> None:
         attempt, self.attempt = self.attempt, None

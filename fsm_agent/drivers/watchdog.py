@@ -37,6 +37,16 @@ def _socket_in(value: object) -> socket.socket | None:
     return held if isinstance(held, socket.socket) else None
 
 
+# Where the socket a request blocks on lives: the HTTP libraries under the SDKs, and the stdlib.
+_TRANSPORT_PARTS = ("/httpcore", "/httpx", "/h11/", "/urllib3/", "/botocore/", "/anyio/")
+_TRANSPORT_FILES = ("/socket.py", "/ssl.py", "/http/client.py", "/selectors.py")
+
+
+def _is_transport_code(filename: str) -> bool:
+    name = filename.replace("\\", "/")
+    return name.endswith(_TRANSPORT_FILES) or any(part in name for part in _TRANSPORT_PARTS)
+
+
 def blocked_read_aborter() -> Callable[[], None]:
     """For the calling (reading) thread: an abort that shuts down the socket it will block on.
 
@@ -63,6 +73,8 @@ def abort_blocked_read(thread_id: int, boundary: FrameType) -> None:
         inner.append(frame)
         frame = frame.f_back
     for frame in inner:
+        if not _is_transport_code(frame.f_code.co_filename):
+            continue  # only the HTTP stack's own frames: never a socket of the application's
         for value in list(frame.f_locals.values()):
             sock = _socket_in(value)
             if sock is not None:
@@ -78,6 +90,7 @@ class Watchdog:
         self._cond = threading.Condition()
         self._abort: Callable[[], None] | None = None
         self._last_activity = 0.0
+        self._held_since: float | None = None
         self._interrupted = False
         self._stopped = False
         self.fired: str | None = None  # "stale" or "interrupt", for the reading thread
@@ -99,6 +112,15 @@ class Watchdog:
     def touch(self) -> None:
         """Provider activity: push the deadline back. Lock-free: one float store."""
         self._last_activity = time.monotonic()
+
+    def hold(self) -> None:
+        """The caller's callbacks run now: their time is not provider silence (WD-1)."""
+        self._held_since = time.monotonic()
+
+    def release(self) -> None:
+        held_since, self._held_since = self._held_since, None
+        if held_since is not None:
+            self._last_activity += time.monotonic() - held_since
 
     def disarm(self) -> None:
         with self._cond:
@@ -137,6 +159,8 @@ class Watchdog:
                     self._abort()
 
     def _remaining(self) -> float:
+        if self._held_since is not None:
+            return _REABORT_INTERVAL  # a callback is running: look again shortly after it returns
         return self._last_activity + self.stale_timeout - time.monotonic()
 
     def _next_wakeup(self) -> float | None:

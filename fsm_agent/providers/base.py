@@ -107,10 +107,10 @@ class Attempt:
 
     def close(self) -> None:
         with self._lock:
+            self.close_calls += 1  # every call counts, so tests can tell "exactly once"
             if self.closed:
                 return
             self.closed = True
-        self.close_calls += 1
         if self._closer is not None:
             self._closer()
 
@@ -145,10 +145,10 @@ class AsyncAttempt:
                 self._sock.shutdown(socket.SHUT_RDWR)
 
     async def aclose(self) -> None:
+        self.close_calls += 1  # every call counts, so tests can tell "exactly once"
         if self.closed:
             return
         self.closed = True
-        self.close_calls += 1
         if self._closer is not None:
             await self._closer()
 

@@ -20,6 +20,7 @@ from ..errors import ErrorKind, ProviderStreamError, ToolInputError, classify, s
 from ..events import (
     AttemptClosed,
     AttemptFailed,
+    FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
     FinishReason,
@@ -159,12 +160,17 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     UsageReport: lambda e: {"usage": _usage_fields(e.usage)},
     ResponseMeta: _meta_fields,
     Keepalive: lambda e: {},
-    StreamEnd: lambda e: {"frames": e.frames, "keepalives": e.keepalives},
+    StreamEnd: lambda e: {
+        "frames": e.frames,
+        "keepalives": e.keepalives,
+        **({} if getattr(e, "complete", True) else {"complete": False}),  # absent: complete
+    },
     FinishedResponse: lambda e: {"response": {"type": type(e.response).__name__}},
     Start: lambda e: {},
     StaleTimeout: lambda e: {"stale_timeout": e.stale_timeout},
     Interrupt: lambda e: {},
     AttemptClosed: lambda e: {},
+    FallbackDelivered: lambda e: {},
     AttemptFailed: lambda e: {
         "error": encode_error(e.error, e.from_callback, e.kind),
         "from_callback": e.from_callback,
@@ -235,6 +241,15 @@ def _fallback(fields: dict[str, Any]) -> FallbackFinished:
     return FallbackFinished(events, _response(fields))  # type: ignore[arg-type]
 
 
+def _stream_end(fields: dict[str, Any]) -> StreamEnd:
+    complete = fields.get("complete", True)
+    if not isinstance(complete, bool):
+        raise CodecError("'complete' must be a boolean")
+    if complete:
+        return StreamEnd(_int(fields, "frames"), _int(fields, "keepalives"))
+    return StreamEnd(_int(fields, "frames"), _int(fields, "keepalives"), complete=False)
+
+
 def _failed(fields: dict[str, Any]) -> AttemptFailed:
     spec = _dict(fields, "error")
     from_callback = fields.get("from_callback", False)
@@ -271,12 +286,13 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
         _response(f, "raw") if f.get("raw") is not None else None,
     ),
     "Keepalive": lambda f: Keepalive(),
-    "StreamEnd": lambda f: StreamEnd(_int(f, "frames"), _int(f, "keepalives")),
+    "StreamEnd": _stream_end,
     "FinishedResponse": lambda f: FinishedResponse(_response(f)),
     "Start": lambda f: Start(),
     "StaleTimeout": lambda f: StaleTimeout(_number(f, "stale_timeout")),
     "Interrupt": lambda f: Interrupt(),
     "AttemptClosed": lambda f: AttemptClosed(),
+    "FallbackDelivered": lambda f: FallbackDelivered(),
     "AttemptFailed": _failed,
     "FallbackFinished": _fallback,
 }

@@ -4,7 +4,8 @@ The reader is the trust boundary of replay (TR-6). It reads the file in fixed-si
 single enormous line costs at most `max_line` bytes of memory before it is refused; every line must
 be a JSON object of a schema version this library knows, with fields of the documented types; any
 defect raises `TraceFormatError` naming the file and the line. Values are only ever checked and
-copied into our own dataclasses: nothing from a trace is imported, evaluated or unpickled.
+copied into our own dataclasses: nothing from a trace is imported, evaluated or unpickled. The
+items of an `events` line are decoded by `items.py`, which keeps runs of text deltas as `DeltaRun`s.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import TraceFormatError
-from ..events import ReasoningDelta, ResponseMeta, TextDelta
 from ..machine import State
-from .codec import CodecError, decode_event
+from .codec import CodecError
+from .items import DeltaRun, decode_items
 from .records import SCHEMA_VERSION, TransitionRecord
 
 __all__ = [
     "MAX_LINE_BYTES",
+    "DeltaRun",
     "EventBatch",
     "RecordedEvent",
     "RequestHeader",
@@ -64,13 +66,24 @@ class RecordedEvent(NamedTuple):
 
 @dataclass(slots=True)
 class EventBatch:
-    """The events of one `events` line: fed in one attempt and state, in order."""
+    """The events of one `events` line: fed in one attempt and state, in order.
+
+    An entry of `events` is an event, or a `DeltaRun` standing for several consecutive deltas
+    (its entry in `times` is then the time of its first delta)."""
 
     attempt: int
     state: str
     line: int
     times: list[float]
     events: list[object]
+
+    def __iter__(self) -> Iterator[tuple[float, object]]:
+        """(t, event) for every single event of the line, runs taken apart."""
+        for t, event in zip(self.times, self.events, strict=True):
+            if type(event) is DeltaRun:
+                yield from zip(event.times, event.deltas(), strict=True)
+            else:
+                yield t, event
 
 
 @dataclass(slots=True)
@@ -87,11 +100,18 @@ class RequestTrace:
 
     @property
     def events(self) -> list[RecordedEvent]:
+        """Every recorded event, one by one (runs of deltas taken apart)."""
         return [
             RecordedEvent(t, batch.attempt, batch.state, event, batch.line)
             for batch in self.batches
-            for t, event in zip(batch.times, batch.events, strict=True)
+            for t, event in batch
         ]
+
+    @property
+    def event_count(self) -> int:
+        return sum(
+            len(event) if type(event) is DeltaRun else 1 for batch in self.batches for event in batch.events
+        )
 
 
 @dataclass(slots=True)
@@ -198,53 +218,6 @@ def _header(obj: dict[str, Any], lineno: int) -> RequestHeader:
     )
 
 
-def _decode_items(items: list[Any]) -> tuple[list[float], list[object]]:
-    """`[t, kind]` / `[t, kind, payload]` items into times and events (text deltas on a fast path)."""
-    times: list[float] = []
-    events: list[object] = []
-    add_time, add_event = times.append, events.append
-    for item in items:
-        # The bulk of a recording: [t, "TextDelta", "text"] and the per-chunk ResponseMeta.
-        if type(item) is list and len(item) == 3:
-            t, kind, payload = item
-            if type(t) is float and type(payload) is str:
-                if kind == "TextDelta":
-                    add_time(t)
-                    add_event(TextDelta(payload))
-                    continue
-                if kind == "ReasoningDelta":
-                    add_time(t)
-                    add_event(ReasoningDelta(payload))
-                    continue
-            elif type(t) is float and kind == "ResponseMeta" and type(payload) is dict and len(payload) == 2:
-                response_id, model = payload.get("id"), payload.get("model")
-                if type(response_id) is str and type(model) is str:
-                    add_time(t)
-                    add_event(ResponseMeta(response_id, model))
-                    continue
-        t, event = _decode_item(item, len(times))
-        add_time(t)
-        add_event(event)
-    return times, events
-
-
-def _decode_item(item: Any, number: int) -> tuple[float, object]:
-    if type(item) is not list or not 2 <= len(item) <= 3:
-        raise _LineError(f"event {number}: must be [t, kind] or [t, kind, payload]")
-    t = item[0]
-    if type(t) is not float and type(t) is not int:
-        raise _LineError(f"event {number}: t must be a number")
-    payload = item[2] if len(item) == 3 else {}
-    if type(payload) is str:
-        payload = {"text": payload}
-    elif type(payload) is not dict:
-        raise _LineError(f"event {number}: the payload must be an object or a string")
-    try:
-        return float(t), decode_event({**payload, "kind": item[1]})
-    except CodecError as exc:
-        raise _LineError(f"event {number}: {exc}") from None
-
-
 def _add(trace: Trace, obj: Any, lineno: int) -> None:
     if type(obj) is not dict:
         raise _LineError("a trace line must be a JSON object")
@@ -270,7 +243,10 @@ def _add(trace: Trace, obj: Any, lineno: int) -> None:
             or type(items) is not list
         ):
             raise _LineError("an events line needs request_id, attempt, a known state and a list of events")
-        times, events = _decode_items(items)
+        try:
+            times, events = decode_items(items)
+        except CodecError as exc:
+            raise _LineError(str(exc)) from None
         trace.request(request_id).batches.append(EventBatch(attempt, state, lineno, times, events))
     elif kind == "transition":
         record = _record(obj)
@@ -280,7 +256,7 @@ def _add(trace: Trace, obj: Any, lineno: int) -> None:
     elif kind == "request":
         header = _header(obj, lineno)
         found = trace.request(header.request_id)
-        if found.header is not None or found.records or found.events:
+        if found.header is not None or found.records or found.batches:
             raise _LineError(f"request {header.request_id} announced twice or after its records")
         found.header = header
     else:

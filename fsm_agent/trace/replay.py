@@ -1,8 +1,9 @@
 """Offline replay of a trace (TR-3): re-drive a fresh machine and compare every transition.
 
 With a wire recording, every event the machine was fed is fed again, at its recorded time, to a
-fresh `RequestMachine` built from the recorded settings and session memory, and each transition
-it makes is compared with the recorded one; content is reproduced too. Without one, each record is
+fresh `RequestMachine` built from the recorded settings and session memory (`refeed.py`: runs of
+text deltas joined where the machine cannot tell), and each transition it makes is compared with
+the recorded one; content is reproduced too. Without one, each record is
 re-fired: the context is set from the record's `inputs` (what the guards read) and the recorded
 trigger fires. With other settings (`retries=0`, `stale_timeout=30`, …) the run is re-decided
 under them (`whatif.py`) and the report says where it diverges and how it would have ended.
@@ -40,10 +41,11 @@ from ..result import StreamResult
 from .codec import RecordedResponse, error_for
 from .reader import MAX_LINE_BYTES, RequestTrace, read_trace
 from .records import TransitionRecord
+from .refeed import feed_recording
 from .report import Outcome, ReplayReport, RequestReplay, Step, compare_records, outcome_of
 from .whatif import Simulation
 
-__all__ = ["SETTINGS", "replay", "replay_request"]
+__all__ = ["SETTINGS", "refeed", "replay", "replay_request"]
 
 # name -> accepted types; the first five are settings, the last three the session memory a
 # request starts with.
@@ -130,7 +132,7 @@ def recorded_settings(found: RequestTrace) -> dict[str, Any]:
         where = f"line {found.record_lines[0]}" if found.record_lines else "the trace"
         first = found.records[0].inputs if found.records else {}
         pairs = iter(first.items())
-        stalls = [r.event for r in found.events if isinstance(r.event, StaleTimeout)]
+        stalls = [event for batch in found.batches for event in batch.events if type(event) is StaleTimeout]
         if stalls:
             settings["stale_timeout"] = getattr(stalls[0], "stale_timeout", None)
     for name, value in pairs:
@@ -162,7 +164,7 @@ def replay_request(found: RequestTrace, overrides: dict[str, Any], first_step: i
     what_if = any(recorded.get(name) != value for name, value in overrides.items())
     result = RequestReplay(found.request_id, "wire" if found.has_wire else "records", effective, overrides)
     if found.has_wire:
-        replayed, delivered, outcome, notes = _refeed(found, recorded)
+        replayed, delivered, outcome, notes = refeed(found, recorded)
         result.recorded_outcome = outcome
         if what_if:
             stale = effective["stale_timeout"] if "stale_timeout" in overrides else None
@@ -202,40 +204,14 @@ def _final(outputs: Any, final: Any) -> Any:
     return final
 
 
-def _refeed(
-    found: RequestTrace, settings: dict[str, Any]
+def refeed(
+    found: RequestTrace, settings: dict[str, Any], *, coalesce: bool = True
 ) -> tuple[list[TransitionRecord], list[int], Outcome, list[str]]:
-    """Feed every recorded event, at its recorded time, to a machine with the recorded settings."""
+    """Feed every recorded event, at its recorded time, to a machine with the recorded settings
+    (runs of deltas joined where that changes nothing, unless `coalesce` is off: `refeed.py`)."""
     machine = new_machine(found.request_id, settings)
-    feed, records = machine.feed, machine.records
-    notes: list[str] = []
-    delivered = 0
-    delivered_at: list[int] = []
-    final: Any = None
-    count = 0
-    for batch in found.batches:
-        for event, t in zip(batch.events, batch.times, strict=True):
-            if final is not None:
-                notes.append(f"line {batch.line}: events after the request ended were not fed")
-                return records, delivered_at, _outcome(machine, final, True), notes
-            try:
-                outputs = feed(event, t)
-            except MachineError as exc:
-                notes.append(f"line {batch.line}: the machine rejected {type(event).__name__}: {exc}")
-                return records, delivered_at, _outcome(machine, final, True), notes
-            if outputs:
-                for item in outputs:
-                    kind = type(item)
-                    if kind is TextDelta or kind is act.DeliverText:
-                        delivered += len(item.text)
-                    elif kind is act.Finish:
-                        final = item.result
-                    elif kind is act.Raise:
-                        final = item.error
-            if len(records) != count:
-                count = len(records)
-                delivered_at.extend([delivered] * (count - len(delivered_at)))
-    return records, delivered_at, _outcome(machine, final, True), notes
+    fed = feed_recording(machine, found, coalesce=coalesce)
+    return machine.records, fed.delivered_at, _outcome(machine, fed.final, True), fed.notes
 
 
 def _outcome(machine: RequestMachine, final: Any, content_known: bool) -> Outcome:

@@ -8,9 +8,10 @@ PATH, created readable by its owner only (SEC-3); `Session(trace=sink)` takes an
 
 Wire events are batched: the events a request's machine is fed between two of its transitions
 share one `events` line, written just before the transition record they led to (or when the batch
-grows large), which keeps wire recording cheap and the trace fast to replay. The line shapes are
-in docs/trace-format.md. Sinks never see request parameters, headers or client settings, so
-credentials cannot reach a trace (TR-5).
+grows large), and consecutive text (reasoning) deltas share one item of it, a run: their texts in
+one list, their times in another. That keeps wire recording cheap and the trace fast to replay.
+The line shapes are in docs/trace-format.md. Sinks never see request parameters, headers or client
+settings, so credentials cannot reach a trace (TR-5).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ _BATCH_EVENTS = 1000
 _BATCH_CHARS = 256 * 1024
 _FLUSH_AT = 64 * 1024
 _TEXT_KINDS = {TextDelta: "TextDelta", ReasoningDelta: "ReasoningDelta", RefusalDelta: "RefusalDelta"}
+_RUN_KINDS = {TextDelta: "TextDelta", ReasoningDelta: "ReasoningDelta"}  # consecutive ones share an item
 
 
 class TraceSink(Protocol):
@@ -124,13 +126,31 @@ class EventRecorder:
 
 
 class _Batch:
-    __slots__ = ("attempt", "chars", "items", "state")
+    """One request's pending `events` line: its items, and the run of deltas being gathered."""
+
+    __slots__ = ("attempt", "chars", "count", "items", "run_kind", "run_texts", "run_times", "state")
 
     def __init__(self, attempt: int, state: str) -> None:
         self.attempt = attempt
         self.state = state
         self.items: list[str] = []
+        self.count = 0  # events, a run counting each of its deltas
         self.chars = 0
+        self.run_kind = ""  # "TextDelta" or "ReasoningDelta" while a run is gathered
+        self.run_texts: list[str] = []  # JSON strings
+        self.run_times: list[str] = []  # JSON numbers
+
+    def end_run(self) -> None:
+        """Close the run of deltas into one item: `[t, kind, [text, …], [t, …]]` (or a plain
+        `[t, kind, text]` for a single delta)."""
+        texts, times = self.run_texts, self.run_times
+        if len(texts) == 1:
+            self.items.append(f'[{times[0]},"{self.run_kind}",{texts[0]}]')
+        elif texts:
+            self.items.append(f'[{times[0]},"{self.run_kind}",[{",".join(texts)}],[{",".join(times)}]]')
+        self.run_kind = ""
+        self.run_texts = []
+        self.run_times = []
 
 
 class _LineSink:
@@ -148,6 +168,8 @@ class _LineSink:
         batch = self._batches.pop(request_id, None)
         if batch is None:
             return
+        if batch.run_kind:
+            batch.end_run()
         self._emit(
             f'{{"schema":{SCHEMA_VERSION},"type":"events","request_id":{_quote(request_id)},'
             f'"attempt":{batch.attempt},"state":"{batch.state}","events":[{",".join(batch.items)}]}}',
@@ -166,7 +188,12 @@ class _LineSink:
             self._emit(line, True)
 
     def write_event(self, request_id: str, event: object, t: float, attempt: int, state: str) -> None:
-        item = event_item(event, t)
+        run_kind = _RUN_KINDS.get(type(event))
+        if run_kind is not None:  # the bulk of a recording: gathered into a run of deltas
+            text, time = _quote(event.text), repr(round(t, 6))  # type: ignore[attr-defined]
+            item = ""
+        else:
+            item = event_item(event, t)
         with self._lock:
             batch = self._batches.get(request_id)
             if batch is not None and (batch.attempt != attempt or batch.state != state):
@@ -174,9 +201,21 @@ class _LineSink:
                 batch = None
             if batch is None:
                 batch = self._batches[request_id] = _Batch(attempt, state)
-            batch.items.append(item)
-            batch.chars += len(item)
-            if len(batch.items) >= _BATCH_EVENTS or batch.chars >= _BATCH_CHARS:
+            if run_kind is not None:
+                if batch.run_kind != run_kind:
+                    if batch.run_kind:
+                        batch.end_run()
+                    batch.run_kind = run_kind
+                batch.run_texts.append(text)
+                batch.run_times.append(time)
+                batch.chars += len(text) + len(time) + 2
+            else:
+                if batch.run_kind:
+                    batch.end_run()
+                batch.items.append(item)
+                batch.chars += len(item)
+            batch.count += 1
+            if batch.count >= _BATCH_EVENTS or batch.chars >= _BATCH_CHARS:
                 self._flush_batch(request_id)
 
     def flush(self) -> None:

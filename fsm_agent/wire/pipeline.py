@@ -99,7 +99,7 @@ class WirePipeline:
         except SSEDecodeError as exc:
             raise _decode_error(exc) from None
         events = self._translate(frames) if not self.done else []
-        events.append(StreamEnd(frames=self.frames, keepalives=self.keepalives))
+        events.append(StreamEnd(frames=self.frames, keepalives=self.keepalives, complete=self.done))
         return events
 
     def _translate(self, frames: list[SSEFrame]) -> list[Any]:

@@ -1,0 +1,97 @@
+"""Re-feeding a wire recording to a fresh machine (TR-3): every recorded event, at its recorded time.
+
+The plain replay's engine (`replay.py` builds the machine and compares the records). Runs of
+consecutive text (reasoning) deltas are fed as one joined delta wherever the machine cannot tell the
+difference, which makes replaying a long stream cheap. Pure: no I/O, no clock; never logs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import actions as act
+from ..errors import MachineError
+from ..events import TextDelta
+from ..machine import State
+from ..request import RequestMachine
+from .reader import DeltaRun, RequestTrace
+
+__all__ = ["Fed", "feed_recording"]
+
+
+def feed_recording(machine: RequestMachine, found: RequestTrace, *, coalesce: bool = True) -> Fed:
+    """Feed `found`'s recorded events to `machine`, at their recorded times, until they run out,
+    the request ends (later events are noted, not fed) or the machine rejects one.
+
+    With `coalesce`, a run of consecutive text (reasoning) deltas is fed as one delta of the
+    joined text once the machine has left `connecting`: there a delta only accumulates and counts
+    (concatenation; `visible_chars` follows `delivered_chars` once any of it is not whitespace), so
+    the records, the delivered characters and the content are the same as fed one by one, and
+    the time of an intermediate delta is read by nothing. In `connecting` each delta is fed alone
+    (the first non-empty one fires `text`, with the counters of that delta only). What-if runs
+    (`whatif.py`) always feed one by one: there the time between events matters.
+    """
+    fed = Fed(machine)
+    step = fed.step
+    connecting = State.CONNECTING
+    for batch in found.batches:
+        line = batch.line
+        for entry, t in zip(batch.events, batch.times, strict=True):
+            if type(entry) is not DeltaRun:
+                if not step(entry, t, line):
+                    return fed
+                continue
+            kind, texts, run_times = entry.kind, entry.texts, entry.times
+            size = len(texts)
+            index = 0
+            while index < size and (machine.state is connecting or not coalesce):
+                if not step(kind(texts[index]), run_times[index], line):
+                    return fed
+                index += 1
+            if index < size:
+                joined = "".join(texts[index:]) if index else "".join(texts)
+                if not step(kind(joined), run_times[-1], line):
+                    return fed
+    return fed
+
+
+class Fed:
+    """What feeding a recording left for the report: the text delivered up to each transition
+    (`delivered_at[i]` for record i), how the request ended (a result or an error, else None), and
+    notes on why the feeding stopped early."""
+
+    __slots__ = ("count", "delivered", "delivered_at", "final", "machine", "notes")
+
+    def __init__(self, machine: RequestMachine) -> None:
+        self.machine = machine
+        self.notes: list[str] = []
+        self.delivered = 0
+        self.delivered_at: list[int] = []
+        self.final: Any = None
+        self.count = 0
+
+    def step(self, event: object, t: float, line: int) -> bool:
+        """Feed `event`; False when the replay must stop (the request had ended, or the machine
+        rejected the event)."""
+        if self.final is not None:
+            self.notes.append(f"line {line}: events after the request ended were not fed")
+            return False
+        machine = self.machine
+        try:
+            outputs = machine.feed(event, t)
+        except MachineError as exc:
+            self.notes.append(f"line {line}: the machine rejected {type(event).__name__}: {exc}")
+            return False
+        for item in outputs:
+            kind = type(item)
+            if kind is TextDelta or kind is act.DeliverText:
+                self.delivered += len(item.text)
+            elif kind is act.Finish:
+                self.final = item.result
+            elif kind is act.Raise:
+                self.final = item.error
+        records = machine.records
+        if len(records) != self.count:
+            self.count = len(records)
+            self.delivered_at.extend([self.delivered] * (self.count - len(self.delivered_at)))
+        return True
