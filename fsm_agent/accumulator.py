@@ -144,16 +144,6 @@ class Accumulator:
         return [] if self.finish_reason is not None else list(self.slots)
 
     # -- result ---------------------------------------------------------------------------------
-    @property
-    def has_anything(self) -> bool:
-        return bool(
-            self.finish_reason is not None
-            or self.text_parts
-            or self.reasoning_parts
-            or self.refusal_parts
-            or self.slots
-        )
-
     def text(self) -> str:
         return _join(self.text_parts)
 

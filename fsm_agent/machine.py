@@ -141,7 +141,6 @@ TABLE: list[Row] = [
     _row("interrupt", tuple(state for state in NON_TERMINAL if state is not S.IDLE), S.FAILED),
 ]
 
-TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(row["trigger"] for row in TABLE))
 
 # transitions logs every trigger at INFO/DEBUG; we log one record per transition ourselves.
 logging.getLogger("transitions").setLevel(logging.WARNING)

@@ -8,6 +8,7 @@ accumulates and counts.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -53,6 +54,8 @@ from .result import StreamResult
 from .trace.records import TransitionRecord
 
 __all__ = ["RECONNECT_MARKER", "RequestMachine", "dropped_tool_warning"]
+
+log = logging.getLogger("fsm_agent")
 
 S = State
 Output = Any  # an action of `actions`, or a wire event to deliver
@@ -310,10 +313,16 @@ class RequestMachine:
         inputs = self.ctx.guard_inputs()
         try:
             moved = getattr(self, trigger)()
-        except _TransitionsMachineError as exc:
-            raise MachineError(f"no transition for {trigger!r} from {source.value}: {exc}") from None
+        except _TransitionsMachineError:
+            moved = None
         if not moved:
-            raise MachineError(f"no row of the table matched {trigger!r} from {source.value}")
+            # FSM-2: anything not in the table is a bug of the library: logged and surfaced.
+            error = MachineError(
+                f"no row of the table for {trigger!r} from {source.value} "
+                f"(event {type(event).__name__}, request {self.request_id})"
+            )
+            log.error("fsm_agent machine error: %s", error)
+            raise error
         dest = self.state
         record = TransitionRecord(
             request_id=self.request_id,

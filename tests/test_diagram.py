@@ -190,3 +190,11 @@ def test_overlay_of_a_bad_trace_exits_2(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "line 1" in done.stderr
+
+
+def test_the_readme_shows_the_committed_mermaid_diagram() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```mermaid\n(.*?)```", readme, flags=re.DOTALL)
+    committed = (ROOT / "diagrams" / "request.mmd").read_text(encoding="utf-8")
+    assert blocks == [committed], "README's Mermaid block differs from diagrams/request.mmd"
+    assert "(diagrams/request.svg)" in readme

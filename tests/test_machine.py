@@ -361,10 +361,12 @@ def test_error_after_finish_keeps_the_answer() -> None:
     assert out[-1].result.content == "Done."  # type: ignore[attr-defined]
 
 
-def test_an_event_with_no_row_is_a_machine_error() -> None:
+def test_an_event_with_no_row_is_a_machine_error_logged_and_raised(caplog: pytest.LogCaptureFixture) -> None:
     m = _machine()
-    with pytest.raises(MachineError):
-        m.feed(AttemptClosed(), 0.0)  # idle has no `closed` row
+    no_row = "'closed' from idle"  # idle has no `closed` row
+    with caplog.at_level("ERROR", logger="fsm_agent"), pytest.raises(MachineError, match=no_row):
+        m.feed(AttemptClosed(), 0.0)
+    assert any(no_row in record.getMessage() for record in caplog.records)
 
 
 def test_every_transition_is_one_structlog_record_with_fsm5_fields() -> None:
