@@ -1,12 +1,13 @@
 """The asyncio driver: the only I/O loop of an `astream()` request.
 
-It mirrors the sync driver action for action — the same machine, table and guards, fed the same
-events; the rules both need live in `drivers/common.py` — and differs only in how it waits: reads
+It performs the I/O of the actions `DriverCore` walks, as the sync driver does — the same machine,
+table, guards and rules of feeding it (`drivers/core.py`) — and differs only in how it waits: reads
 are awaited, stalls and interrupts cancel the awaiting read through the event loop's timers
 (`LoopWatchdog`), callbacks may be coroutines (awaited in order), and SDKs without an async client
-run in a worker thread (`aio_thread`). Each attempt's stream is closed exactly once in `finally`.
-Cancelling the task that awaits `astream()` closes the stream and propagates `CancelledError`
-(the machine is fed `Interrupt` for the record). It never decides policy; that is the machine's.
+run in a worker thread (`aio_thread`). Each attempt's stream is closed exactly once in `finally`,
+in a task of its own that a second cancellation cannot cut short (`close_shielded`). Cancelling
+the task that awaits `astream()` closes the stream and propagates `CancelledError` (the machine is
+fed `Interrupt` for the record). It never decides policy; that is the machine's.
 """
 
 from __future__ import annotations
@@ -17,46 +18,31 @@ import inspect
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable
-from functools import partial
+from collections.abc import AsyncIterator, Callable, Coroutine
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from .. import actions as act
 from ..errors import MachineError
-from ..events import (
-    AttemptClosed,
-    AttemptFailed,
-    FallbackDelivered,
-    FallbackFinished,
-    FinishedResponse,
-    Interrupt,
-    Start,
-    StreamEnd,
-    TextDelta,
-)
-from ..providers.base import AsyncAttempt, ProviderAdapter, as_plain
-from ..request import RequestMachine
+from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt
+from ..providers.base import AsyncAttempt
 from ..result import StreamResult
 from ..wire.pipeline import WirePipeline
 from .aio_deliver import AsyncDelivery
 from .aio_thread import open_in_thread, run_in_thread
 from .aio_watchdog import LoopWatchdog
-from .common import (
-    CallbackError,
-    Callbacks,
-    ClientSource,
-    activity_label,
-    failure_event,
-    fallback_failure_event,
-)
+from .common import CallbackError, Callbacks, activity_label
+from .core import Decided, DriverCore, translate_object
 
 if TYPE_CHECKING:
     from ..session import RequestPlan, Session
 
-__all__ = ["AsyncDriver", "is_async_client", "run_async"]
+__all__ = ["AsyncDriver", "close_shielded", "is_async_client", "run_async"]
 
 log = logging.getLogger("fsm_agent")
+
+_CLOSE_LIMIT = 2.0  # how long a close may still run once a cancellation has cut in
+_orphans: set[asyncio.Task[None]] = set()  # closes outliving their request, kept from the GC
 
 _ASYNC_PROBES = (
     ("close",),
@@ -102,32 +88,12 @@ async def run_async(
         return await driver.run()
 
 
-class AsyncDriver:
-    def __init__(
-        self,
-        *,
-        machine: RequestMachine,
-        source: ClientSource,
-        adapter: ProviderAdapter,
-        params: dict[str, Any],
-        callbacks: Callbacks,
-        watchdog: LoopWatchdog,
-        remember: Callable[[str], None],
-        max_bytes: int,
-    ) -> None:
-        self.machine = machine
-        self.source = source
-        self.adapter = adapter
-        self.params = params
-        self.watchdog = watchdog
-        self.remember = remember
-        self.max_bytes = max_bytes
-        self.attempt: AsyncAttempt | None = None
-        self.delivery = AsyncDelivery(callbacks)
-        self._t0 = time.monotonic()
+class AsyncDriver(DriverCore[LoopWatchdog]):
+    attempt: AsyncAttempt | None = None
 
-    def _now(self) -> float:
-        return time.monotonic() - self._t0
+    @cached_property
+    def delivery(self) -> AsyncDelivery:
+        return AsyncDelivery(self.cb)
 
     async def run(self) -> StreamResult:
         self.watchdog.start()
@@ -138,68 +104,47 @@ class AsyncDriver:
             raise
         finally:
             self.watchdog.stop()
-            try:
-                await self._close_attempt()
-            finally:
-                await self.source.aclose_all()
+            await self._close_attempt()
 
     async def _loop(self) -> StreamResult:
-        machine = self.machine
-        pending: deque[Any] = deque(machine.feed(Start(), self._now()))
-        while pending:
-            action = pending.popleft()
-            kind = type(action)
-            if kind is act.OpenAttempt:
-                pending.extend(await self._run_attempt(action))
-            elif kind is act.CloseAttempt:
-                await self._close_attempt()
-                if action.then_feed_closed:
-                    pending.extend(self._feed_control(AttemptClosed()))
-            elif kind is act.DeliverText:
-                decided = await self._deliver(TextDelta(action.text))
-                if decided:  # the caller's callback raised (CB-6): the rest of the old decision is void
-                    pending.clear()
-                pending.extend(decided)
-            elif kind is act.Status:
-                await self.delivery.status(action.message)
-            elif kind is act.Remember:
-                self.remember(action.fact)
-            elif kind is act.RunFallback:
-                pending.extend(await self._run_fallback(action.response))
-            elif kind is act.Finish:
-                result: StreamResult = action.result
+        steps = self._steps()
+        decided: Decided | None = None
+        while True:
+            try:
+                action = steps.send(decided)
+            except StopIteration as finished:
+                result: StreamResult = finished.value
                 return result
-            elif kind is act.Raise:
-                raise action.error
-            else:
-                decided = await self._deliver(action)
-                if decided:
-                    pending.clear()
-                pending.extend(decided)
-        raise MachineError(f"the machine stopped in {machine.state.value} without finishing")
+            decided = await self._perform(action)
+
+    async def _perform(self, action: Any) -> Decided:
+        kind = type(action)
+        if kind is act.OpenAttempt:
+            return await self._run_attempt(action)
+        if kind is act.CloseAttempt:
+            await self._close_attempt()
+            return ()
+        if kind is act.RunFallback:
+            return await self._run_fallback(action.response)
+        if kind is act.Status:
+            await self.delivery.status(action.message)
+            return ()
+        return await self._deliver(action)
 
     def _record_cancellation(self) -> None:
         """The caller cancelled the task: the machine hears an Interrupt, for the record (RES-11)."""
         if not self.machine.finished:
             try:
-                self.machine.feed(Interrupt(), self._now())
+                self._feed(Interrupt())
             except MachineError:
                 log.warning("the machine could not record a cancellation", exc_info=True)
 
-    # -- control events: an interrupt noticed between actions wins over anything else --------------
-    def _feed_control(self, event: object) -> tuple[Any, ...]:
-        if self.watchdog.interrupted and not self.machine.finished:
-            return self.machine.feed(Interrupt(), self._now())
-        return self.machine.feed(event, self._now())
-
     # -- one attempt ---------------------------------------------------------------------------------
-    async def _run_attempt(self, plan: act.OpenAttempt) -> tuple[Any, ...]:
+    async def _run_attempt(self, plan: act.OpenAttempt) -> Decided:
         watchdog = self.watchdog
-        if watchdog.interrupted:
-            return self.machine.feed(Interrupt(), self._now())
         opened_at = time.monotonic()
         failure: BaseException | None = None
-        out: tuple[Any, ...] = ()
+        out: Decided = ()
         watchdog.arm(stale=True)
         try:
             out = await self._attempt(plan)
@@ -214,26 +159,21 @@ class AsyncDriver:
             self.delivery.drop_notices()
         if failure is not None:
             return self._failure(failure, opened_at)
-        if watchdog.fired is not None and not self.machine.finished:
-            return self._failure(EOFError("stream ended after an abort"), opened_at)
-        return out
+        return self._read_to_end(out, opened_at)
 
-    async def _attempt(self, plan: act.OpenAttempt) -> tuple[Any, ...]:
-        machine = self.machine
+    async def _attempt(self, plan: act.OpenAttempt) -> Decided:
         client = self.source.client_for_attempt()
         attempt = await self._open(client, plan)
         self.attempt = attempt
-        if self.watchdog.interrupted:
-            return machine.feed(Interrupt(), self._now())
+        interrupted = self._interrupt_noticed()
+        if interrupted is not None:
+            return interrupted
         if attempt.finished is not None:
-            return machine.feed(FinishedResponse(attempt.finished), self._now())
+            return self._feed(FinishedResponse(attempt.finished))
         if attempt.objects is not None:
             return await self._pump_objects(attempt.objects)
         assert attempt.chunks is not None
-        pipeline = WirePipeline(
-            self.adapter.translator(), max_bytes=self.max_bytes, on_activity=self.delivery.pipeline_activity
-        )
-        return await self._pump_bytes(attempt.chunks, pipeline)
+        return await self._pump_bytes(attempt.chunks, self._pipeline(self.delivery.pipeline_activity))
 
     async def _open(self, client: Any, plan: act.OpenAttempt) -> AsyncAttempt:
         aopen = getattr(self.adapter, "aopen", None)
@@ -243,7 +183,9 @@ class AsyncDriver:
         opener = partial(self.adapter.open, client, self.params, plan, self.watchdog.stale_timeout)
         return await open_in_thread(opener)
 
-    async def _pump_bytes(self, chunks: AsyncIterator[bytes], pipeline: WirePipeline) -> tuple[Any, ...]:
+    async def _pump_bytes(self, chunks: AsyncIterator[bytes], pipeline: WirePipeline) -> Decided:
+        """Read to the end, delivering deltas as they come; stop early at the machine's first control
+        action, or when the watchdog has fired (`_read_to_end` then says what the stream became)."""
         machine = self.machine
         watchdog = self.watchdog
         delivery = self.delivery
@@ -267,15 +209,13 @@ class AsyncDriver:
                             return control
             finally:
                 watchdog.release()
-            if pipeline.done:
+            if pipeline.done or watchdog.fired is not None:
                 break
-            if watchdog.fired is not None:
-                raise EOFError("aborted by the watchdog")
         if watchdog.fired is not None:
-            raise EOFError("aborted by the watchdog")
+            return ()
         return await deliver(self._end(pipeline))
 
-    async def _pump_objects(self, objects: AsyncIterator[Any]) -> tuple[Any, ...]:
+    async def _pump_objects(self, objects: AsyncIterator[Any]) -> Decided:
         """WIRE-5: chunks arrive as objects; each is read by attribute and translated alike."""
         machine = self.machine
         translator = self.adapter.translator()
@@ -285,7 +225,7 @@ class AsyncDriver:
             count += 1
             watchdog.touch()
             t = self._now()
-            events = translator.payload(obj if type(obj) is dict else as_plain(obj))
+            events = translate_object(translator, obj)
             watchdog.hold()
             try:
                 await self.delivery.activity(activity_label(obj))
@@ -295,45 +235,23 @@ class AsyncDriver:
                         return control
             finally:
                 watchdog.release()
-        if self.watchdog.fired is not None:
-            raise EOFError("aborted by the watchdog")
-        end = StreamEnd(frames=count, complete=translator.done)
-        return await self.delivery.outputs(machine.feed(end, self._now()))
-
-    def _end(self, pipeline: WirePipeline) -> tuple[Any, ...]:
-        out: list[Any] = []
-        t = self._now()
-        for event in pipeline.end():
-            out.extend(self.machine.feed(event, t))
-        return tuple(out)
-
-    def _failure(self, exc: BaseException, opened_at: float) -> tuple[Any, ...]:
-        """Turn whatever ended the attempt into the right event for the machine."""
-        fired = self.watchdog.fired
-        event = failure_event(
-            exc,
-            interrupted=fired == "interrupt" or self.watchdog.interrupted,
-            stalled=fired == "stale",
-            open_for=time.monotonic() - opened_at,
-            stale_timeout=self.watchdog.stale_timeout,
-        )
-        return self.machine.feed(event, self._now())
+        if watchdog.fired is not None:
+            return ()
+        return await self.delivery.outputs(self._end_objects(translator, count))
 
     # -- delivering to the caller ----------------------------------------------------------------------
-    async def _deliver(self, output: Any) -> tuple[Any, ...]:
+    async def _deliver(self, output: Any) -> Decided:
         try:
             await self.delivery.outputs((output,))
         except CallbackError as exc:
-            return self.machine.feed(AttemptFailed(exc.original, from_callback=True), self._now())
+            return self._callback_failed(exc)
         return ()
 
     # -- the non-streaming fallback ----------------------------------------------------------------------
-    async def _run_fallback(self, response: Any) -> tuple[Any, ...]:
+    async def _run_fallback(self, response: Any) -> Decided:
         watchdog = self.watchdog
-        if watchdog.interrupted:
-            return self.machine.feed(Interrupt(), self._now())
         failure: BaseException | None = None
-        events: tuple[Any, ...] = ()
+        events: Decided = ()
         # The plain request is bounded like an attempt (FSM-6): a silent provider is a stall, and
         # an interrupt cuts it short (RES-11).
         watchdog.arm(stale=True)
@@ -351,21 +269,15 @@ class AsyncDriver:
         finally:
             watchdog.disarm()
         if failure is not None:
-            event = fallback_failure_event(
-                failure,
-                interrupted=watchdog.interrupted,
-                stalled=watchdog.fired == "stale",
-                stale_timeout=watchdog.stale_timeout,
-            )
-            return self.machine.feed(event, self._now())
-        if watchdog.interrupted:
-            return self.machine.feed(Interrupt(), self._now())
-        outputs = self.machine.feed(FallbackFinished(events, response), self._now())
+            return self._failure(failure, None)
+        interrupted = self._interrupt_noticed()
+        if interrupted is not None:
+            return interrupted
         try:
-            await self.delivery.outputs(outputs)
+            await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
         except CallbackError as exc:
-            return self.machine.feed(AttemptFailed(exc.original, from_callback=True), self._now())
-        return self.machine.feed(FallbackDelivered(), self._now())
+            return self._callback_failed(exc)
+        return self._feed(FallbackDelivered())
 
     async def _request_plain(self, client: Any) -> Any:
         arequest_plain = getattr(self.adapter, "arequest_plain", None)
@@ -373,17 +285,42 @@ class AsyncDriver:
             return await arequest_plain(client, self.params)
         return await run_in_thread(partial(self.adapter.request_plain, client, self.params))
 
+    # -- closing ---------------------------------------------------------------------------------------
     async def _close_attempt(self) -> None:
         attempt, self.attempt = self.attempt, None
+        await close_shielded(self._release(attempt), attempt.abort if attempt is not None else None)
+
+    async def _release(self, attempt: AsyncAttempt | None) -> None:
+        """Close the attempt's stream, then a factory-made client; never raises an Exception."""
         try:
             if attempt is not None:
-                try:
-                    await attempt.aclose()
-                except asyncio.CancelledError:
-                    attempt.abort()  # cancelled while closing: at least end the connection
-                    raise
-                except Exception:
-                    log.debug("closing an attempt's stream raised", exc_info=True)
+                await attempt.aclose()
+        except Exception:
+            log.debug("closing an attempt's stream raised", exc_info=True)
         finally:
             with contextlib.suppress(Exception):
                 await self.source.arelease()
+
+
+async def close_shielded(closing: Coroutine[Any, Any, None], abort: Callable[[], None] | None) -> None:
+    """Run `closing` to its end even if the awaiting task is cancelled (again) meanwhile.
+
+    An SDK's `__aexit__` gives its connection back to the pool only when it finishes: cut short by
+    a cancellation, the pool slot would leak. So the close runs in a task of its own; a cancellation
+    waits for it, `_CLOSE_LIMIT` seconds at most — past that, `abort()` ends the connection and the
+    close is left to finish alone — and then propagates.
+    """
+    task = asyncio.ensure_future(closing)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        try:
+            await asyncio.wait((task,), timeout=_CLOSE_LIMIT)
+        finally:  # also when cancelled yet again
+            if not task.done():
+                log.warning("closing an attempt outlasted a cancellation by %s s; aborted", _CLOSE_LIMIT)
+                if abort is not None:
+                    abort()
+                _orphans.add(task)
+                task.add_done_callback(_orphans.discard)
+        raise

@@ -6,10 +6,11 @@ which hands every item to the loop through `call_soon_threadsafe` into an `async
 loop side (`ThreadedAttempt.items`) is an ordinary async iterator, so a stall or an interrupt
 cancels the awaiting read like any other; closing then aborts the attempt's socket
 (`Attempt.abort()`), which wakes the worker's blocked read, and waits — on a future, never by
-blocking — for the worker to end. The worker closes the stream exactly once on its way out.
-Before the headers arrive there is no attempt to abort yet: a cancelled open (or plain request)
-shuts down the socket the worker is blocked on, found as the sync watchdog finds it
-(`blocked_read_aborter`), so the worker ends promptly rather than at the SDK's own read timeout.
+blocking, and `_EXIT_LIMIT` seconds at most — for the worker to end. The worker closes the stream
+exactly once on its way out. Before the headers arrive there is no attempt to abort yet: a
+cancelled open (or plain request) shuts down the socket the worker is blocked on, found as the sync
+watchdog finds it (`blocked_read_aborter`), and again while the call goes on (an SDK may retry on
+its own), so the worker ends promptly rather than at the SDK's own read timeout.
 Never feeds the machine.
 """
 
@@ -34,6 +35,7 @@ T = TypeVar("T")
 _END = object()
 _REABORT_EVERY = 0.05
 _REABORTS = 100  # 5 s of an SDK's own retries and back-off at most
+_EXIT_LIMIT = 3.0  # how long closing waits for an aborted worker to end
 
 
 class _Failure:
@@ -94,19 +96,15 @@ class ThreadedAttempt:
         if attempt is not None:
             attempt.abort()
         else:
-            self._abort_opening(_REABORTS)
+            _abort_while(self._loop, self._opening, self._abort_opening)
 
-    def _abort_opening(self, left: int) -> None:
-        """Shut the opening socket down; again shortly while the worker is still opening, since an
-        SDK may retry the request on its own (botocore does, by default) in the same call."""
+    def _opening(self) -> bool:
         with self._lock:
-            opening = not self._exited and self._attempt is None
-        if not opening:
-            return
-        if self._abort_open is not None:
+            return not self._exited and self._attempt is None
+
+    def _abort_opening(self) -> None:
+        if self._abort_open is not None:  # None: the worker has not begun yet
             self._abort_open()
-        if left > 0 and not self._loop.is_closed():
-            self._loop.call_later(_REABORT_EVERY, self._abort_opening, left - 1)
 
     async def aclose(self) -> None:
         with self._lock:
@@ -120,7 +118,9 @@ class ThreadedAttempt:
             return
         if not self._drained:
             attempt.abort()  # wakes the worker's blocked read; it closes the stream on its way out
-        await self._exit
+        await asyncio.wait((self._exit,), timeout=_EXIT_LIMIT)
+        if not self._exit.done():  # never hang astream(): the worker closes the stream when it ends
+            log.warning("an attempt's worker outlasted its abort by %s s; left to end alone", _EXIT_LIMIT)
 
     # -- worker side -----------------------------------------------------------------------------------
     def _post(self, item: Any) -> None:
@@ -158,6 +158,21 @@ class ThreadedAttempt:
                 self._loop.call_soon_threadsafe(_set_done, self._exit)
 
 
+def _abort_while(
+    loop: asyncio.AbstractEventLoop,
+    busy: Callable[[], bool],
+    abort: Callable[[], None],
+    left: int = _REABORTS,
+) -> None:
+    """Shut down the socket a worker's blocking call waits on; again shortly while it is still busy,
+    since an SDK may retry the request on its own (botocore does, by default) in the same call."""
+    if not busy():
+        return
+    abort()
+    if left > 0 and not loop.is_closed():
+        loop.call_later(_REABORT_EVERY, _abort_while, loop, busy, abort, left - 1)
+
+
 def _close(attempt: Attempt) -> None:
     try:
         attempt.close()
@@ -189,7 +204,8 @@ async def open_in_thread(open_attempt: Callable[[], Attempt]) -> AsyncAttempt:
 async def run_in_thread(call: Callable[[], T]) -> T:
     """Run one blocking call in its own thread and await its outcome without blocking the loop.
 
-    A cancelled caller stops waiting at once, and the socket the call is blocked on is shut down.
+    A cancelled caller stops waiting at once, and the socket the call is blocked on is shut down
+    (again while the call goes on), so its thread ends too.
     """
     loop = asyncio.get_running_loop()
     outcome: asyncio.Future[T] = loop.create_future()
@@ -202,7 +218,11 @@ async def run_in_thread(call: Callable[[], T]) -> T:
         else:
             outcome.set_result(value)
 
-    aborters: list[Callable[[], None]] = []
+    aborters: list[Callable[[], None]] = []  # the worker's, once it has begun
+
+    def abort() -> None:
+        if aborters:
+            aborters[0]()
 
     def work() -> None:
         aborters.append(blocked_read_aborter())
@@ -219,6 +239,5 @@ async def run_in_thread(call: Callable[[], T]) -> T:
     try:
         return await outcome
     except asyncio.CancelledError:
-        if aborters and worker.is_alive():
-            aborters[0]()  # the call fails at once; its thread ends
+        _abort_while(loop, worker.is_alive, abort)  # the call fails at once; its thread ends
         raise

@@ -6,7 +6,8 @@ the machine.
 
 Content callbacks return whatever the caller's function returned, so the async driver can await a
 coroutine callback under the same rules (`settle_content`, `settle_notice`); `failure_event` is
-the one mapping, for both drivers, from whatever ended an attempt to the event the machine is fed.
+the one mapping, for both drivers, from whatever ended an attempt (or the fallback request) to the
+event the machine is fed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ __all__ = [
     "ClientSource",
     "activity_label",
     "failure_event",
-    "fallback_failure_event",
     "is_read_timeout",
     "looks_like_client",
     "settle_content",
@@ -124,39 +124,29 @@ async def settle_notice(pending: Awaitable[Any], name: str) -> None:
 
 
 def failure_event(
-    exc: BaseException, *, interrupted: bool, stalled: bool, open_for: float, stale_timeout: float
+    exc: BaseException,
+    *,
+    interrupted: bool,
+    stalled: bool,
+    stale_timeout: float,
+    open_for: float | None,
 ) -> object:
-    """Whatever ended an attempt, as the event to feed the machine (both drivers).
+    """Whatever ended an attempt or the fallback request, as the event to feed (both drivers).
 
-    An interrupt wins over anything else; then a stall (the watchdog fired, or the SDK's read
-    timeout — capped at the stale timeout — expired after the attempt had been open that long);
-    then a caller's callback error (fatal, CB-6). SystemExit and the like are re-raised.
+    An interrupt wins over anything else; then a stall: the watchdog fired, or — for an attempt
+    open `open_for` seconds, whose SDK read timeout is capped at the stale timeout — that timeout
+    expired (the fallback request, `open_for=None`, keeps the SDK's own read timeout: a failure
+    like any other; FSM-6); then a caller's callback error (fatal, CB-6). SystemExit and the like
+    are re-raised.
     """
     if interrupted or isinstance(exc, KeyboardInterrupt):
         return Interrupt()
-    if stalled or (is_read_timeout(exc) and open_for >= stale_timeout * 0.95):
+    if stalled or (open_for is not None and open_for >= stale_timeout * 0.95 and is_read_timeout(exc)):
         return StaleTimeout(stale_timeout)
     if isinstance(exc, CallbackError):
         return AttemptFailed(exc.original, from_callback=True)
     if not isinstance(exc, Exception):
         raise exc  # SystemExit, GeneratorExit: not ours to handle
-    return AttemptFailed(exc)
-
-
-def fallback_failure_event(
-    exc: BaseException, *, interrupted: bool, stalled: bool, stale_timeout: float
-) -> object:
-    """Whatever ended the non-streaming fallback request, as the event to feed (both drivers).
-
-    The plain request is bounded like an attempt (FSM-6): a silent provider is a stall, which the
-    machine sees as the failure of that request; an interrupt wins over anything else.
-    """
-    if interrupted or isinstance(exc, KeyboardInterrupt):
-        return Interrupt()
-    if stalled:
-        return StaleTimeout(stale_timeout)
-    if not isinstance(exc, Exception):
-        raise exc
     return AttemptFailed(exc)
 
 
@@ -206,17 +196,11 @@ class ClientSource:
         if made is not None:
             _close_client(made)
 
-    def close_all(self) -> None:
-        self.release()
-
     async def arelease(self) -> None:
         """`release()` for async clients, whose close() is a coroutine."""
         made, self._made = self._made, None
         if made is not None:
             await _aclose_client(made)
-
-    async def aclose_all(self) -> None:
-        await self.arelease()
 
 
 def without_sdk_retries(client: Any) -> Any:

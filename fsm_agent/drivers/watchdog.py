@@ -94,7 +94,6 @@ class Watchdog:
         self._interrupted = False
         self._stopped = False
         self.fired: str | None = None  # "stale" or "interrupt", for the reading thread
-        self.fired_at = 0.0
         self._thread = threading.Thread(target=self._run, name="fsm-agent-watchdog", daemon=True)
 
     # -- called by the reading thread ----------------------------------------------------------------
@@ -178,6 +177,5 @@ class Watchdog:
     def _fire(self, reason: str) -> None:
         if self.fired != "interrupt":
             self.fired = reason
-            self.fired_at = time.monotonic()
         if self._abort is not None:
             self._abort()

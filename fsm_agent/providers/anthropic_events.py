@@ -10,6 +10,7 @@ the guards (PRV-A4). The final `Message` is built once, at `message_delta`, and 
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 from ..errors import ProviderStreamError, ToolInputError
@@ -26,7 +27,7 @@ from ..redact import redact, truncate
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
 from ..wire.sse import SSEFrame
-from .base import as_plain
+from .base import as_plain, malformed
 
 __all__ = [
     "FINISH_REASONS",
@@ -49,13 +50,7 @@ FINISH_REASONS = {
 _TRACKS_INPUT = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
-def _malformed(what: str, value: object) -> ProviderStreamError:
-    text = truncate(redact(repr(value)), 200)
-    return ProviderStreamError(
-        f"malformed Anthropic stream event: {what}, got {type(value).__name__} {text}",
-        code="provider_stream_malformed_chunk",
-        raw_text=text,
-    )
+_malformed = partial(malformed, "Anthropic stream event")
 
 
 def _stream_error(event: dict[str, Any]) -> ProviderStreamError:
@@ -221,13 +216,13 @@ class AnthropicTranslator:
             block.parts.append(text)
             return [TextDelta(text)]
         if kind == "input_json_delta":
-            partial = delta.get("partial_json")
-            if type(partial) is not str:
-                raise _malformed("input_json_delta needs a string partial_json", partial)
-            block.parts.append(partial)
-            if block.tool_index < 0 or not partial:
+            fragment = delta.get("partial_json")
+            if type(fragment) is not str:
+                raise _malformed("input_json_delta needs a string partial_json", fragment)
+            block.parts.append(fragment)
+            if block.tool_index < 0 or not fragment:
                 return []
-            return [ToolCallDelta(block.tool_index, arguments=partial)]
+            return [ToolCallDelta(block.tool_index, arguments=fragment)]
         if kind == "thinking_delta":
             thinking = delta.get("thinking")
             if type(thinking) is not str:

@@ -4,9 +4,12 @@ Adapters translate, they do not decide: they open an attempt through the SDK, tu
 objects into normalized events, and serve the non-streaming fallback. Classification of errors is
 `errors.classify`; policy is the machine's.
 
-The async side mirrors it: an adapter may offer `aopen()` and `arequest_plain()` for async SDK
-clients, returning an `AsyncAttempt`; `aopen_streaming` and `aobject_attempt` do the SDK-neutral
-part. An adapter without them is run by the async driver in a worker thread (Bedrock).
+`SDKAdapter` is the part the adapters of SDK-shaped clients (Chat Completions, Responses, Anthropic
+Messages) share: an attempt opened through the SDK's raw streaming response (`open_streaming`) or
+read from the objects its `create` returns (`object_attempt`, WIRE-5); the same awaited for async
+clients (`aopen()` with `aopen_streaming` / `aobject_attempt`, and `arequest_plain()`). An adapter
+without `aopen` is run by the async driver in a worker thread (Bedrock). `malformed` is every
+adapter's error for a payload of the wrong shape. Never imports an SDK, never decides policy.
 """
 
 from __future__ import annotations
@@ -20,15 +23,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import Any, Protocol
 
 from ..actions import OpenAttempt
+from ..errors import ProviderStreamError
+from ..redact import redact, truncate
 from ..wire.pipeline import Translator
 
 __all__ = [
     "AsyncAttempt",
     "Attempt",
     "ProviderAdapter",
+    "SDKAdapter",
     "aobject_attempt",
     "aopen_streaming",
     "as_plain",
+    "malformed",
+    "object_attempt",
+    "open_streaming",
     "socket_of",
     "timeout_for",
 ]
@@ -153,12 +162,43 @@ class AsyncAttempt:
             await self._closer()
 
 
-async def aopen_streaming(manager: Any) -> AsyncAttempt:
-    """Enter an SDK's async raw streaming response (`….with_streaming_response.create(...)`).
+def _is_json(http: Any) -> bool:
+    """A 200 answered with a JSON body instead of an event stream (WIRE-5)."""
+    content_type = http.headers.get("content-type", "")
+    return "json" in content_type and "event-stream" not in content_type
+
+
+def open_streaming(manager: Any, as_finished: Callable[[Any], Any] | None = None) -> Attempt:
+    """Enter an SDK's raw streaming response (`….with_streaming_response.create(...)`).
 
     Returns the body's bytes as they arrive, or — for a 200 answered with JSON instead of an event
-    stream (WIRE-5) — the finished body, read and closed at once.
+    stream (WIRE-5) — the finished body, read and closed at once, passed through `as_finished`.
     """
+    response = manager.__enter__()
+    http = response.http_response
+
+    def closer() -> None:
+        manager.__exit__(None, None, None)
+
+    if _is_json(http):
+        try:
+            body = json.loads(http.read())
+        finally:
+            closer()
+        return Attempt(finished=as_finished(body) if as_finished is not None else body)
+    return Attempt(chunks=http.iter_bytes(), closer=closer, sock=socket_of(http))
+
+
+def object_attempt(returned: Any, is_finished: Callable[[Any], bool]) -> Attempt:
+    """WIRE-5: a client whose `create(stream=True)` returns objects (or a finished response)."""
+    if is_finished(returned):
+        return Attempt(finished=returned)
+    close = getattr(returned, "close", None)
+    return Attempt(objects=returned, closer=close if callable(close) else None)
+
+
+async def aopen_streaming(manager: Any, as_finished: Callable[[Any], Any] | None = None) -> AsyncAttempt:
+    """`open_streaming` for async clients: the same, awaited."""
     response = await manager.__aenter__()
     http = response.http_response
     chunks = http.aiter_bytes()
@@ -169,13 +209,12 @@ async def aopen_streaming(manager: Any) -> AsyncAttempt:
         finally:
             await manager.__aexit__(None, None, None)
 
-    content_type = http.headers.get("content-type", "")
-    if "json" in content_type and "event-stream" not in content_type:
+    if _is_json(http):
         try:
             body = json.loads(await http.aread())
         finally:
             await closer()
-        return AsyncAttempt(finished=body)
+        return AsyncAttempt(finished=as_finished(body) if as_finished is not None else body)
     return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http))
 
 
@@ -206,6 +245,72 @@ async def aobject_attempt(returned: Any, is_finished: Callable[[Any], bool]) -> 
 async def _as_async(items: Iterator[Any]) -> AsyncIterator[Any]:
     for item in items:
         yield item
+
+
+class SDKAdapter:
+    """The shared half of the adapters for SDK-shaped clients (`ProviderAdapter`, less `translator`
+    and `finished_events`).
+
+    A subclass names the endpoint and this attempt's keyword arguments (`streaming_call`), the plain
+    request (`request_plain`), how a finished response is told from a stream of objects
+    (`is_finished`) and what a JSON body answered to a streaming request becomes (`as_finished`).
+    """
+
+    api: str
+
+    def model_of(self, params: dict[str, Any]) -> str | None:
+        model = params.get("model")
+        return model if isinstance(model, str) else None
+
+    def streaming_call(
+        self, client: Any, params: dict[str, Any], plan: OpenAttempt
+    ) -> tuple[Any, dict[str, Any]]:
+        """The endpoint (`client.chat.completions`, …) and this attempt's `create` arguments."""
+        raise NotImplementedError
+
+    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def is_finished(obj: Any) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    def as_finished(body: Any) -> Any:
+        return body
+
+    def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
+        endpoint, kwargs = self.streaming_call(client, params, plan)
+        raw_api = getattr(endpoint, "with_streaming_response", None)
+        if raw_api is None:
+            return object_attempt(endpoint.create(**kwargs), self.is_finished)
+        manager = raw_api.create(**kwargs, timeout=timeout_for(client, read_timeout))
+        return open_streaming(manager, self.as_finished)
+
+    # -- async clients (AsyncOpenAI, AsyncAnthropic and alike): the same request, awaited -----------
+    async def aopen(
+        self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float
+    ) -> AsyncAttempt:
+        endpoint, kwargs = self.streaming_call(client, params, plan)
+        raw_api = getattr(endpoint, "with_streaming_response", None)
+        if raw_api is None:
+            return await aobject_attempt(endpoint.create(**kwargs), self.is_finished)
+        manager = raw_api.create(**kwargs, timeout=timeout_for(client, read_timeout))
+        return await aopen_streaming(manager, self.as_finished)
+
+    async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        response = self.request_plain(client, params)
+        return await response if inspect.isawaitable(response) else response
+
+
+def malformed(payload: str, what: str, value: object) -> ProviderStreamError:
+    """A stream payload of the wrong shape; `payload` says which ("Bedrock event", …)."""
+    text = truncate(redact(repr(value)), 200)
+    return ProviderStreamError(
+        f"malformed {payload}: {what}, got {type(value).__name__} {text}",
+        code="provider_stream_malformed_chunk",
+        raw_text=text,
+    )
 
 
 def as_plain(obj: Any) -> Any:

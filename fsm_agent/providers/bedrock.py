@@ -16,6 +16,7 @@ import contextlib
 import json
 import socket
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from ..actions import OpenAttempt
@@ -32,7 +33,7 @@ from ..events import (
 from ..redact import redact, truncate
 from ..result import Usage
 from ..wire.sse import SSEFrame
-from .base import Attempt, as_plain
+from .base import Attempt, as_plain, malformed
 
 __all__ = ["BedrockAdapter", "BedrockTranslator", "converse_events", "in_stream_error"]
 
@@ -57,13 +58,7 @@ TRANSIENT_EXCEPTIONS = frozenset(
 )
 
 
-def _malformed(what: str, value: object) -> ProviderStreamError:
-    text = truncate(redact(repr(value)), 200)
-    return ProviderStreamError(
-        f"malformed Bedrock event: {what}, got {type(value).__name__} {text}",
-        code="provider_stream_malformed_chunk",
-        raw_text=text,
-    )
+_malformed = partial(malformed, "Bedrock event")
 
 
 def in_stream_error(code: str, body: object) -> ProviderStreamError:

@@ -4,21 +4,20 @@ Opens the request through the SDK's raw streaming response (the SDK handles auth
 headers and HTTP status errors) and translates decoded chunks — plain dicts — into normalized
 events. A client without that interface, or one that answers with objects, an iterable of chunks
 or a finished completion, is read by attribute (WIRE-5). Imports `openai` nowhere: any client
-shaped like it works. `aopen`/`arequest_plain` do the same for async clients (`AsyncOpenAI`).
-Never decides policy.
+shaped like it works. How an attempt is opened, sync or async (`AsyncOpenAI`), is
+`base.SDKAdapter`'s; this module says what each attempt sends (RES-8). Never decides policy.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..actions import OpenAttempt
 from ..errors import ProviderStreamError
 from ..events import (
-    FinishedResponse,
     FinishReason,
     ReasoningDelta,
     RefusalDelta,
@@ -27,19 +26,10 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..redact import redact, truncate
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
 from ..wire.sse import SSEFrame
-from .base import (
-    AsyncAttempt,
-    Attempt,
-    aobject_attempt,
-    aopen_streaming,
-    as_plain,
-    socket_of,
-    timeout_for,
-)
+from .base import SDKAdapter, as_plain, malformed
 
 __all__ = ["ChatCompletionsAdapter", "is_native_gemini"]
 
@@ -52,13 +42,7 @@ def is_native_gemini(base_url: object) -> bool:
     return parts.hostname == _GEMINI_HOST and not parts.path.rstrip("/").endswith("/openai")
 
 
-def _malformed(what: str, value: object) -> ProviderStreamError:
-    text = truncate(redact(repr(value)), 200)
-    return ProviderStreamError(
-        f"malformed Chat Completions chunk: {what}, got {type(value).__name__} {text}",
-        code="provider_stream_malformed_chunk",
-        raw_text=text,
-    )
+_malformed = partial(malformed, "Chat Completions chunk")
 
 
 def _flatten(content: object, where: str) -> str:
@@ -243,12 +227,9 @@ def _is_finished_completion(obj: Any) -> bool:
     return message is not None
 
 
-class ChatCompletionsAdapter:
+class ChatCompletionsAdapter(SDKAdapter):
     api = "chat_completions"
-
-    def model_of(self, params: dict[str, Any]) -> str | None:
-        model = params.get("model")
-        return model if isinstance(model, str) else None
+    is_finished = staticmethod(_is_finished_completion)
 
     def translator(self) -> ChatTranslator:
         return ChatTranslator()
@@ -265,27 +246,10 @@ class ChatCompletionsAdapter:
             kwargs.pop("stream_options", None)
         return kwargs
 
-    def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
-        kwargs = self.stream_params(client, params, plan)
-        completions = client.chat.completions
-        raw_api = getattr(completions, "with_streaming_response", None)
-        if raw_api is None:
-            return _object_attempt(completions.create(**kwargs))
-        manager = raw_api.create(**kwargs, timeout=timeout_for(client, read_timeout))
-        response = manager.__enter__()
-        http = response.http_response
-
-        def closer() -> None:
-            manager.__exit__(None, None, None)
-
-        content_type = http.headers.get("content-type", "")
-        if "json" in content_type and "event-stream" not in content_type:
-            try:
-                body = json.loads(http.read())
-            finally:
-                closer()
-            return Attempt(finished=body)
-        return Attempt(chunks=http.iter_bytes(), closer=closer, sock=socket_of(http))
+    def streaming_call(
+        self, client: Any, params: dict[str, Any], plan: OpenAttempt
+    ) -> tuple[Any, dict[str, Any]]:
+        return client.chat.completions, self.stream_params(client, params, plan)
 
     def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
         kwargs = dict(params)
@@ -295,30 +259,3 @@ class ChatCompletionsAdapter:
 
     def finished_events(self, response: Any) -> list[Any]:
         return completion_events(response)
-
-    # -- async clients (AsyncOpenAI and alike): the same request, awaited ------------------------------
-    async def aopen(
-        self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float
-    ) -> AsyncAttempt:
-        kwargs = self.stream_params(client, params, plan)
-        completions = client.chat.completions
-        raw_api = getattr(completions, "with_streaming_response", None)
-        if raw_api is None:
-            return await aobject_attempt(completions.create(**kwargs), _is_finished_completion)
-        return await aopen_streaming(raw_api.create(**kwargs, timeout=timeout_for(client, read_timeout)))
-
-    async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        response = self.request_plain(client, params)
-        return await response if inspect.isawaitable(response) else response
-
-
-def _object_attempt(returned: Any) -> Attempt:
-    """WIRE-5: a client whose create(stream=True) returns objects rather than a raw response."""
-    if _is_finished_completion(returned):
-        return Attempt(finished=returned)
-    close = getattr(returned, "close", None)
-    return Attempt(objects=returned, closer=close if callable(close) else None)
-
-
-def finished_event(response: Any) -> FinishedResponse:
-    return FinishedResponse(response)

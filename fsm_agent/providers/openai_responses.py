@@ -6,14 +6,15 @@ events: text, reasoning (summary and full text), refusal, function calls (one to
 item), finish and usage from `response.completed` / `response.incomplete`, and in-stream
 `response.failed` / `error` as `ProviderStreamError`. The final `Response` object of the SDK is
 handed over as `ResponseMeta.raw`. A client without the raw interface, or one answering with event
-objects or a finished Response, is read by attribute (WIRE-5). `openai` is imported only to build
-that final object, lazily. Never decides policy.
+objects or a finished Response, is read by attribute (WIRE-5); opening, sync or async, is
+`base.SDKAdapter`'s. `openai` is imported only to build that final object, lazily. Never decides
+policy.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
+from functools import partial
 from typing import Any
 
 from ..actions import OpenAttempt
@@ -28,19 +29,10 @@ from ..events import (
     ToolCallEnd,
     UsageReport,
 )
-from ..redact import redact, truncate
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
 from ..wire.sse import SSEFrame
-from .base import (
-    AsyncAttempt,
-    Attempt,
-    aobject_attempt,
-    aopen_streaming,
-    as_plain,
-    socket_of,
-    timeout_for,
-)
+from .base import SDKAdapter, as_plain, malformed
 
 __all__ = ["ResponsesAdapter", "ResponsesTranslator", "response_events"]
 
@@ -55,13 +47,7 @@ _META = frozenset({"response.created", "response.in_progress", "response.queued"
 _INCOMPLETE_REASONS = {"content_filter": "content_filter"}  # anything else (max_output_tokens): length
 
 
-def _malformed(what: str, value: object) -> ProviderStreamError:
-    text = truncate(redact(repr(value)), 200)
-    return ProviderStreamError(
-        f"malformed Responses event: {what}, got {type(value).__name__} {text}",
-        code="provider_stream_malformed_chunk",
-        raw_text=text,
-    )
+_malformed = partial(malformed, "Responses event")
 
 
 def _usage(raw: object) -> Usage | None:
@@ -350,12 +336,10 @@ def _is_finished_response(obj: Any) -> bool:
     return getattr(obj, "object", None) == "response" and hasattr(obj, "output")
 
 
-class ResponsesAdapter:
+class ResponsesAdapter(SDKAdapter):
     api = "responses"
-
-    def model_of(self, params: dict[str, Any]) -> str | None:
-        model = params.get("model")
-        return model if isinstance(model, str) else None
+    is_finished = staticmethod(_is_finished_response)
+    as_finished = staticmethod(final_response)  # WIRE-5 / RES-9: a JSON answer is used as is
 
     def translator(self) -> ResponsesTranslator:
         return ResponsesTranslator()
@@ -365,57 +349,13 @@ class ResponsesAdapter:
         kwargs.pop("stream", None)
         return kwargs
 
-    def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
-        kwargs = self.stream_params(params)
-        responses = client.responses
-        raw_api = getattr(responses, "with_streaming_response", None)
-        if raw_api is None:
-            return _object_attempt(responses.create(**kwargs, stream=True))
-        manager = raw_api.create(**kwargs, stream=True, timeout=timeout_for(client, read_timeout))
-        response = manager.__enter__()
-        http = response.http_response
-
-        def closer() -> None:
-            manager.__exit__(None, None, None)
-
-        content_type = http.headers.get("content-type", "")
-        if "json" in content_type and "event-stream" not in content_type:
-            try:
-                body = json.loads(http.read())
-            finally:
-                closer()
-            return Attempt(finished=final_response(body))  # WIRE-5 / RES-9: used as is
-        return Attempt(chunks=http.iter_bytes(), closer=closer, sock=socket_of(http))
+    def streaming_call(
+        self, client: Any, params: dict[str, Any], plan: OpenAttempt
+    ) -> tuple[Any, dict[str, Any]]:
+        return client.responses, {**self.stream_params(params), "stream": True}
 
     def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
         return client.responses.create(**self.stream_params(params))
 
     def finished_events(self, response: Any) -> list[Any]:
         return response_events(response)
-
-    # -- async clients (AsyncOpenAI and alike): the same request, awaited ------------------------------
-    async def aopen(
-        self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float
-    ) -> AsyncAttempt:
-        kwargs = self.stream_params(params)
-        responses = client.responses
-        raw_api = getattr(responses, "with_streaming_response", None)
-        if raw_api is None:
-            return await aobject_attempt(responses.create(**kwargs, stream=True), _is_finished_response)
-        manager = raw_api.create(**kwargs, stream=True, timeout=timeout_for(client, read_timeout))
-        attempt = await aopen_streaming(manager)
-        if attempt.finished is not None:
-            attempt.finished = final_response(attempt.finished)
-        return attempt
-
-    async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        response = self.request_plain(client, params)
-        return await response if inspect.isawaitable(response) else response
-
-
-def _object_attempt(returned: Any) -> Attempt:
-    """WIRE-5: `create(stream=True)` gave event objects, or a finished Response (RES-9)."""
-    if _is_finished_response(returned):
-        return Attempt(finished=returned)
-    close = getattr(returned, "close", None)
-    return Attempt(objects=returned, closer=close if callable(close) else None)

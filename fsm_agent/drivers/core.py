@@ -1,0 +1,167 @@
+"""What the sync and async drivers share: one request's state and every rule about feeding the machine.
+
+`DriverCore` walks the machine's actions in order (`_steps`) and yields only those needing I/O —
+open an attempt, close it, deliver to the caller, run the fallback, report a status — for the driver
+to perform, blocking or awaiting; everything else is here, once: an interrupt noticed between
+actions wins over the next one, a content callback's error voids the rest of the old decision
+(CB-6), whatever ended an attempt becomes the one right event (`common.failure_event`), and a stream
+the watchdog aborted ends as what the watchdog fired for, not as what the reader saw. So each driver
+keeps only its I/O. Never performs I/O, never blocks, never decides policy (that is the machine's).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import Any, Generic, Protocol, TypeVar
+
+from .. import actions as act
+from ..errors import MachineError
+from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta
+from ..providers.base import ProviderAdapter, as_plain
+from ..request import RequestMachine
+from ..result import StreamResult
+from ..wire.pipeline import Translator, WirePipeline
+from .common import CallbackError, Callbacks, ClientSource, failure_event
+
+__all__ = ["Decided", "DriverCore", "WatchdogState"]
+
+Decided = tuple[Any, ...]  # what the machine returned: actions, and wire events to deliver
+
+
+class WatchdogState(Protocol):
+    """What the core reads of either watchdog (the thread of `watchdog`, the timers of `aio_watchdog`)."""
+
+    stale_timeout: float
+    fired: str | None  # "stale" or "interrupt"
+
+    @property
+    def interrupted(self) -> bool: ...
+
+
+W = TypeVar("W", bound=WatchdogState)
+
+
+class DriverCore(Generic[W]):
+    """One request's state and the rules of feeding its machine; a driver subclasses it with its I/O."""
+
+    def __init__(
+        self,
+        *,
+        machine: RequestMachine,
+        source: ClientSource,
+        adapter: ProviderAdapter,
+        params: dict[str, Any],
+        callbacks: Callbacks,
+        watchdog: W,
+        remember: Callable[[str], None],
+        max_bytes: int,
+    ) -> None:
+        self.machine = machine
+        self.source = source
+        self.adapter = adapter
+        self.params = params
+        self.cb = callbacks
+        self.watchdog = watchdog
+        self.remember = remember
+        self.max_bytes = max_bytes
+        self._t0 = time.monotonic()
+
+    def _now(self) -> float:
+        return time.monotonic() - self._t0
+
+    def _feed(self, event: object) -> Decided:
+        return self.machine.feed(event, time.monotonic() - self._t0)
+
+    # -- the machine's actions, in order -------------------------------------------------------------
+    def _steps(self) -> Generator[Any, Decided | None, StreamResult]:
+        """Yield each action that needs I/O; the driver performs it and sends back what the machine
+        decided meanwhile (or nothing). Returns the result; raises what the machine raises.
+
+        The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `Status`, and the deltas
+        to deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
+        `TextDelta`). A delivery's decision (a content callback raised) replaces what was left.
+        """
+        pending: deque[Any] = deque(self._feed(Start()))
+        while pending:
+            action = pending.popleft()
+            kind = type(action)
+            if kind is act.Finish:
+                result: StreamResult = action.result
+                return result
+            if kind is act.Raise:
+                raise action.error
+            if kind is act.Remember:
+                self.remember(action.fact)
+                continue
+            io_bound = kind is act.OpenAttempt or kind is act.RunFallback
+            if io_bound and self.watchdog.interrupted:
+                pending.extend(self._feed(Interrupt()))  # noticed between actions: it wins (RES-11)
+                continue
+            if kind is act.DeliverText:
+                action = TextDelta(action.text)
+            decided = yield action
+            if kind is act.CloseAttempt:
+                if action.then_feed_closed:
+                    pending.extend(self._feed_control(AttemptClosed()))
+            elif decided:
+                if not io_bound:  # the caller's callback raised (CB-6): the rest of the old decision is void
+                    pending.clear()
+                pending.extend(decided)
+        raise MachineError(f"the machine stopped in {self.machine.state.value} without finishing")
+
+    def _feed_control(self, event: object) -> Decided:
+        """Feed a control event — unless an interrupt was noticed meanwhile, which wins."""
+        if self.watchdog.interrupted and not self.machine.finished:
+            return self._feed(Interrupt())
+        return self._feed(event)
+
+    def _interrupt_noticed(self) -> Decided | None:
+        """The machine's decision on an interrupt noticed now, if there is one (it wins)."""
+        return self._feed(Interrupt()) if self.watchdog.interrupted else None
+
+    # -- how an attempt (or the fallback request) ends -----------------------------------------------
+    def _failure(self, exc: BaseException, opened_at: float | None) -> Decided:
+        """Feed whatever ended an attempt opened at `opened_at` (None: the fallback request)."""
+        watchdog = self.watchdog
+        fired = watchdog.fired
+        event = failure_event(
+            exc,
+            interrupted=fired == "interrupt" or watchdog.interrupted,
+            stalled=fired == "stale",
+            stale_timeout=watchdog.stale_timeout,
+            open_for=None if opened_at is None else time.monotonic() - opened_at,
+        )
+        return self._feed(event)
+
+    def _read_to_end(self, decided: Decided, opened_at: float) -> Decided:
+        """The pump's decision — unless the watchdog fired: then the reader's end of stream (or the
+        pump's early return) was its abort, and what it fired for is what the machine hears."""
+        if self.watchdog.fired is not None and not self.machine.finished:
+            return self._failure(EOFError("the stream ended after the watchdog aborted it"), opened_at)
+        return decided
+
+    def _callback_failed(self, exc: CallbackError) -> Decided:
+        return self._feed(AttemptFailed(exc.original, from_callback=True))
+
+    # -- the wire --------------------------------------------------------------------------------------
+    def _pipeline(self, on_activity: Callable[[str], Any] | None) -> WirePipeline:
+        return WirePipeline(self.adapter.translator(), max_bytes=self.max_bytes, on_activity=on_activity)
+
+    def _end(self, pipeline: WirePipeline) -> Decided:
+        out: list[Any] = []
+        t = self._now()
+        for event in pipeline.end():
+            out.extend(self.machine.feed(event, t))
+        return tuple(out)
+
+    def _end_objects(self, translator: Translator, count: int) -> Decided:
+        complete: bool = translator.done
+        return self._feed(StreamEnd(frames=count, complete=complete))
+
+
+def translate_object(translator: Translator, obj: Any) -> list[Any]:
+    """WIRE-5: one decoded chunk's events. Plain dicts (botocore's events) need no conversion; SDK
+    objects are read by attribute."""
+    return translator.payload(obj if type(obj) is dict else as_plain(obj))
