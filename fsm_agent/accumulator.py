@@ -67,7 +67,6 @@ class ToolSlot:
     name: str = ""
     fragments: Pieces = field(default_factory=Pieces)
     extra: dict[str, Any] | None = None
-    finished: bool = False
 
     def to_tool_call(self) -> ToolCall:
         return ToolCall(id=self.id, name=self.name, arguments=_join(self.fragments), extra=self.extra)
@@ -131,12 +130,6 @@ class Accumulator:
         if extra:
             slot.extra = {**(slot.extra or {}), **extra}
         return slot, opened, named
-
-    def tool_end(self, index: int) -> ToolSlot | None:
-        slot = self._by_index.get(index)
-        if slot is not None:
-            slot.finished = True
-        return slot
 
     def tools_in_flight(self) -> list[ToolSlot]:
         """Every tool call of a response that has not finished: a tool block the provider closed

@@ -5,11 +5,11 @@
     │                                (code, raw_text, body); malformed frames, in-stream error events
     │   └── ToolInputError       a tool's streamed input is not valid JSON (transient, PRV-A4)
     ├── EmptyStreamError             the stream ended with nothing in it (retried like a transient error)
-    ├── IncompleteStreamError        the stream ended mid tool-call without a finish reason (transient)
+    ├── IncompleteStreamError        the stream ended cut short of its finish reason (transient)
     ├── StreamStalledError           no provider event for stale_timeout seconds (also a TimeoutError)
     ├── ProviderUnresponsiveError    the stale breaker is open (also a RuntimeError)
     ├── StreamingUnsupportedError    the endpoint cannot stream and fallback is off
-    ├── StreamLimitError             the per-request byte cap was reached
+    ├── StreamLimitError             an attempt's byte cap was reached
     ├── MachineError                 an event with no transition: a bug of the library (FSM-2)
     ├── ReplayMismatch               a replayed trace diverged from its recording
     └── TraceFormatError             a trace line could not be read
@@ -80,7 +80,8 @@ class EmptyStreamError(FsmAgentError):
 
 
 class IncompleteStreamError(FsmAgentError):
-    """The stream ended while a tool call was still being built and no finish reason came."""
+    """The stream ended with no finish reason, while a tool call was being built or without the
+    provider's end marker: what arrived may be truncated (transient)."""
 
 
 class StreamStalledError(FsmAgentError, TimeoutError):
@@ -96,7 +97,7 @@ class StreamingUnsupportedError(FsmAgentError):
 
 
 class StreamLimitError(FsmAgentError):
-    """The stream passed the per-request cap on accumulated bytes (SEC-2)."""
+    """An attempt's stream passed the cap on accumulated bytes (SEC-2; `Session(max_bytes=…)`)."""
 
 
 class MachineError(FsmAgentError):

@@ -1,4 +1,4 @@
-"""The request machine: its states, the one transition table, and the sans-IO `RequestMachine`.
+"""The request machine's states and its one transition table (the model is `request.RequestMachine`).
 
 Theory of operation. One `RequestMachine` runs one request. The driver feeds it normalized events
 (wire events from an adapter, timer events from the watchdog, control events); the machine updates
@@ -99,7 +99,6 @@ def _decide(trigger: str, sources: Sequence[State], outcomes: Sequence[str]) -> 
         for name, (dest, conditions, unless) in _OUTCOMES.items()
         if name in outcomes
     ]
-
 
 
 TABLE: list[Row] = [

@@ -87,6 +87,8 @@ def _event_summary(event: object) -> dict[str, Any]:
         summary["reason"] = event.reason
     elif isinstance(event, StreamEnd):
         summary["frames"], summary["keepalives"] = event.frames, event.keepalives
+        if not event.complete:
+            summary["complete"] = False
     elif isinstance(event, ToolCallDelta | ToolCallEnd):
         summary["index"] = event.index
     return summary
@@ -112,8 +114,6 @@ class RequestMachine:
         self.records: list[TransitionRecord] = []
         self._on_record = on_record
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
-        self._t = 0.0
-        self._event: object = None
         self._raw: Any = None
         self.result: StreamResult | None = None
         build_machine(self)
@@ -187,7 +187,6 @@ class RequestMachine:
     def _tool_end(self, event: ToolCallEnd, t: float) -> tuple[Output, ...]:
         # A provider closing one tool block does not finish the response: until the finish reason,
         # a cut stream would still lose the call, so it stays in flight for RES-3/RES-5.
-        self.acc.tool_end(event.index)
         return ()
 
     def _finish(self, event: FinishReason, t: float) -> tuple[Output, ...]:
@@ -309,7 +308,6 @@ class RequestMachine:
     def _fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
         source = self.state
         self.guard_values = {}
-        self._t = t
         inputs = self.ctx.guard_inputs()
         try:
             moved = getattr(self, trigger)()

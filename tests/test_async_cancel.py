@@ -319,7 +319,7 @@ def test_sync_client_in_a_worker_thread_stall_and_interrupt(aleaks: AsyncLeakChe
             with pytest.raises(asyncio.CancelledError):
                 await beat
         gaps = [b - a for a, b in itertools.pairwise(ticks)]
-        assert max(gaps) < 0.1, "the event loop was blocked"
+        assert max(gaps) < 0.25, "the event loop was blocked"
 
     try:
         aleaks.run(main)

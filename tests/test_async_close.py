@@ -88,8 +88,10 @@ def test_a_cancelled_blocking_call_that_retries_after_each_abort_ends_its_thread
                 here.close()
                 there.close()
 
+    before = {t for t in threading.enumerate() if t.name == "fsm-agent-plain"}
+
     def workers() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name == "fsm-agent-plain"]
+        return [t for t in threading.enumerate() if t.name == "fsm-agent-plain" and t not in before]
 
     async def main() -> None:
         task = asyncio.ensure_future(aio_thread.run_in_thread(call))

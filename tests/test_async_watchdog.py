@@ -252,6 +252,7 @@ def test_wd4_timer_wakes_at_deadlines_only() -> None:
 
         watchdog._check_stale = counting_check  # type: ignore[method-assign]
         watchdog.arm(stale=True)
+        started = time.monotonic()
         try:
             for _ in range(50):
                 await asyncio.sleep(0.005)
@@ -264,11 +265,12 @@ def test_wd4_timer_wakes_at_deadlines_only() -> None:
         finally:
             watchdog.disarm()
         assert watchdog.fired == "stale"
-        assert 2 <= len(woke) <= 3  # a wake-up per deadline it moved on from, none per touch
+        # A wake-up per deadline it moved on from (about one per 0.2 s of touching), none per touch.
+        assert 2 <= len(woke) <= 2 + int((last - started) / 0.2)
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
     asyncio.run(main())
-    assert fired and 0.19 <= fired[0] < 0.3
+    assert fired and 0.19 <= fired[0] < 0.2 + 0.25  # WD-4: within 0.25 s of the deadline
 
 
 @pytest.mark.parametrize(("caller_cancels", "ours"), [(False, True), (True, False)])

@@ -447,3 +447,11 @@ def test_concurrent_requests_share_a_session_and_a_client(leaks: LeakCheck) -> N
         assert [c.arguments for c in result.tool_calls] == [WRITE.arguments]
     assert len({r.records[0].request_id for r in results.values()}) == 12
     leaks.assert_clean()
+
+
+def test_a_timeout_in_the_params_is_honoured_not_an_error(leaks: LeakCheck) -> None:
+    leaks.emulator.script(Scenario.build("Hi there."))
+    request = {**params(), "timeout": 30}
+    result = fsm_agent.Session().stream(leaks.client(), request)
+    assert result.content == "Hi there." and request["timeout"] == 30
+    leaks.assert_clean()

@@ -193,14 +193,15 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         clock = time.monotonic
         t0 = self._t0
         async for chunk in chunks:
-            events = pipeline.feed(chunk)
-            if delivery.has_notices:
-                await delivery.settle_notices()
-            if pipeline.active:
-                watchdog.touch()
-            t = clock() - t0
+            # From here until the next read, time is the caller's (on_activity, deltas), not silence.
             watchdog.hold()
             try:
+                events = pipeline.feed(chunk)
+                if delivery.has_notices:
+                    await delivery.settle_notices()
+                if pipeline.active:
+                    watchdog.touch()
+                t = clock() - t0
                 for event in events:
                     outputs = machine.feed(event, t)
                     if outputs:
@@ -213,7 +214,14 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                 break
         if watchdog.fired is not None:
             return ()
-        return await deliver(self._end(pipeline))
+        t = self._now()
+        for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            outputs = machine.feed(event, t)
+            if outputs:
+                control = await deliver(outputs)
+                if control:
+                    return control
+        return ()
 
     async def _pump_objects(self, objects: AsyncIterator[Any]) -> Decided:
         """WIRE-5: chunks arrive as objects; each is read by attribute and translated alike."""
@@ -235,6 +243,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                         return control
             finally:
                 watchdog.release()
+            if watchdog.fired is not None:
+                return ()
         if watchdog.fired is not None:
             return ()
         return await self.delivery.outputs(self._end_objects(translator, count))
@@ -277,7 +287,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
         except CallbackError as exc:
             return self._callback_failed(exc)
-        return self._feed(FallbackDelivered())
+        return self._feed_control(FallbackDelivered())
 
     async def _request_plain(self, client: Any) -> Any:
         arequest_plain = getattr(self.adapter, "arequest_plain", None)

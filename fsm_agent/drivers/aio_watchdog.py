@@ -6,8 +6,8 @@ When the deadline has passed, or an interrupt arrives (from any thread, through
 `call_soon_threadsafe`), it cancels the request's task — the read in progress ends at once — and
 remembers that this cancellation is its own, so the driver can tell it from the caller's
 (`Task.uncancel`, as `asyncio.timeout` does). It never feeds the machine and never touches a
-socket. The one periodic wake-up is every 50 ms while the caller passed their own
-`threading.Event`, which cannot notify anyone (the sync watchdog does the same).
+socket. It wakes every 50 ms only while the caller passed their own `threading.Event`, which
+cannot notify anyone, and while a caller's callback holds the clock past the deadline (`hold`).
 """
 
 from __future__ import annotations
@@ -89,9 +89,11 @@ class LoopWatchdog:
         self._held_since = self._clock()
 
     def release(self) -> None:
-        held_since, self._held_since = self._held_since, None
+        held_since = self._held_since
         if held_since is not None:
-            self._last_activity += self._clock() - held_since
+            # Activity seen during the hold is not counted twice.
+            self._last_activity += self._clock() - max(held_since, self._last_activity)
+            self._held_since = None
 
     def claim(self) -> bool:
         """Whether the CancelledError the driver caught in the window is ours alone.

@@ -43,10 +43,6 @@ class CallbackError(Exception):
         self.original = original
 
 
-def _noop(*_: Any) -> None:
-    return None
-
-
 class Callbacks:
     __slots__ = ("_activity", "_reasoning", "_status", "_text", "_tool_call", "activity")
 

@@ -138,6 +138,8 @@ class DriverCore(Generic[W]):
     def _read_to_end(self, decided: Decided, opened_at: float) -> Decided:
         """The pump's decision — unless the watchdog fired: then the reader's end of stream (or the
         pump's early return) was its abort, and what it fired for is what the machine hears."""
+        if decided:  # the machine already decided (an end, an error): that stands
+            return decided
         if self.watchdog.fired is not None and not self.machine.finished:
             return self._failure(EOFError("the stream ended after the watchdog aborted it"), opened_at)
         return decided
@@ -149,12 +151,6 @@ class DriverCore(Generic[W]):
     def _pipeline(self, on_activity: Callable[[str], Any] | None) -> WirePipeline:
         return WirePipeline(self.adapter.translator(), max_bytes=self.max_bytes, on_activity=on_activity)
 
-    def _end(self, pipeline: WirePipeline) -> Decided:
-        out: list[Any] = []
-        t = self._now()
-        for event in pipeline.end():
-            out.extend(self.machine.feed(event, t))
-        return tuple(out)
 
     def _end_objects(self, translator: Translator, count: int) -> Decided:
         complete: bool = translator.done

@@ -106,12 +106,13 @@ class SyncDriver(DriverCore[Watchdog]):
         watchdog = self.watchdog
         deliver = self._deliver_inline
         for chunk in attempt.iter_chunks():
-            events = pipeline.feed(chunk)
-            if pipeline.active:
-                watchdog.touch()
-            t = time.monotonic() - self._t0
+            # From here until the next read, time is the caller's (on_activity, deltas), not silence.
             watchdog.hold()
             try:
+                events = pipeline.feed(chunk)
+                if pipeline.active:
+                    watchdog.touch()
+                t = time.monotonic() - self._t0
                 for event in events:
                     control = deliver(machine.feed(event, t))
                     if control:
@@ -122,7 +123,12 @@ class SyncDriver(DriverCore[Watchdog]):
                 break
         if watchdog.fired is not None:
             return ()
-        return deliver(self._end(pipeline))
+        t = self._now()
+        for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            control = deliver(machine.feed(event, t))
+            if control:
+                return control
+        return ()
 
     def _pump_objects(self, attempt: Attempt) -> Decided:
         """WIRE-5: chunks arrive as objects; each is read by attribute and translated alike."""
@@ -146,6 +152,8 @@ class SyncDriver(DriverCore[Watchdog]):
                         return control
             finally:
                 watchdog.release()
+            if watchdog.fired is not None:
+                return ()
         if watchdog.fired is not None:
             return ()
         return self._deliver_inline(self._end_objects(translator, count))
@@ -199,7 +207,7 @@ class SyncDriver(DriverCore[Watchdog]):
             self._deliver_inline(self._feed(FallbackFinished(events, response)))
         except CallbackError as exc:
             return self._callback_failed(exc)
-        return self._feed(FallbackDelivered())
+        return self._feed_control(FallbackDelivered())
 
     def _close_attempt(self) -> None:
         attempt, self.attempt = self.attempt, None

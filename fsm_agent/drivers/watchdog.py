@@ -3,8 +3,9 @@
 It sleeps on a condition variable until the stale deadline (last provider activity + stale_timeout)
 or an interrupt, then aborts the armed attempt (shutting its socket down wakes the reader). It
 never feeds the machine itself: it leaves `fired` for the reading thread, which turns it into a
-StaleTimeout or Interrupt event. No busy polling: it wakes only at deadlines, on interrupts, and —
-only when the caller passed their own `threading.Event` — every 50 ms to look at it.
+StaleTimeout or Interrupt event. No busy polling: it wakes at deadlines and on interrupts; every
+50 ms only while the caller passed their own `threading.Event` (to look at it), while a caller's
+callback holds the clock past the deadline (`hold`), and after firing until the reader notices.
 
 Before the response headers arrive there is no stream handle yet, and the SDKs offer no way to
 reach the connection of one request among the shared client's pool; `abort_blocked_read` finds
@@ -26,6 +27,7 @@ __all__ = ["Watchdog", "abort_blocked_read", "blocked_read_aborter"]
 
 _USER_EVENT_POLL = 0.05
 _REABORT_INTERVAL = 0.05
+_HELD_RECHECK = 0.05
 _MAX_FRAMES = 256
 
 
@@ -117,9 +119,12 @@ class Watchdog:
         self._held_since = time.monotonic()
 
     def release(self) -> None:
-        held_since, self._held_since = self._held_since, None
+        held_since = self._held_since
         if held_since is not None:
-            self._last_activity += time.monotonic() - held_since
+            # Move the deadline first, then end the hold: the watchdog thread never sees a hold
+            # ended with the deadline not yet moved. Activity seen during the hold is not counted twice.
+            self._last_activity += time.monotonic() - max(held_since, self._last_activity)
+            self._held_since = None
 
     def disarm(self) -> None:
         with self._cond:
@@ -159,7 +164,7 @@ class Watchdog:
 
     def _remaining(self) -> float:
         if self._held_since is not None:
-            return _REABORT_INTERVAL  # a callback is running: look again shortly after it returns
+            return _HELD_RECHECK  # a callback is running: look again shortly after it returns
         return self._last_activity + self.stale_timeout - time.monotonic()
 
     def _next_wakeup(self) -> float | None:

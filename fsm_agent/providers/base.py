@@ -284,7 +284,8 @@ class SDKAdapter:
         raw_api = getattr(endpoint, "with_streaming_response", None)
         if raw_api is None:
             return object_attempt(endpoint.create(**kwargs), self.is_finished)
-        manager = raw_api.create(**kwargs, timeout=timeout_for(client, read_timeout))
+        timeout = timeout_for(client, read_timeout, kwargs.pop("timeout", None))
+        manager = raw_api.create(**kwargs, timeout=timeout)
         return open_streaming(manager, self.as_finished)
 
     # -- async clients (AsyncOpenAI, AsyncAnthropic and alike): the same request, awaited -----------
@@ -295,7 +296,8 @@ class SDKAdapter:
         raw_api = getattr(endpoint, "with_streaming_response", None)
         if raw_api is None:
             return await aobject_attempt(endpoint.create(**kwargs), self.is_finished)
-        manager = raw_api.create(**kwargs, timeout=timeout_for(client, read_timeout))
+        timeout = timeout_for(client, read_timeout, kwargs.pop("timeout", None))
+        manager = raw_api.create(**kwargs, timeout=timeout)
         return await aopen_streaming(manager, self.as_finished)
 
     async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
@@ -330,9 +332,10 @@ def as_plain(obj: Any) -> Any:
     return obj
 
 
-def timeout_for(client: Any, read_timeout: float) -> Any:
-    """The client's own timeout with its read timeout capped at the stale timeout (WD-1, open phase)."""
-    current = getattr(client, "timeout", None)
+def timeout_for(client: Any, read_timeout: float, given: Any = None) -> Any:
+    """The request's timeout (the caller's `timeout=` param, else the client's own) with its read
+    timeout capped at the stale timeout (WD-1, open phase)."""
+    current = given if given is not None else getattr(client, "timeout", None)
     read = getattr(current, "read", current)
     if isinstance(read, (int, float)) and read < read_timeout:
         return current

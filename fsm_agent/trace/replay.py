@@ -24,6 +24,7 @@ from ..errors import ErrorKind, MachineError, TraceFormatError
 from ..events import (
     AttemptClosed,
     AttemptFailed,
+    FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
     FinishReason,
@@ -342,11 +343,14 @@ def _cause_event(record: TransitionRecord, line: int) -> object:
         "TextDelta": lambda: TextDelta(""),
         "StaleTimeout": lambda: StaleTimeout(float(number("stale_timeout"))),
         "FinishReason": lambda: FinishReason(str(cause.get("reason", ""))),
-        "StreamEnd": lambda: StreamEnd(int(number("frames")), int(number("keepalives"))),
+        "StreamEnd": lambda: StreamEnd(
+            int(number("frames")), int(number("keepalives")), cause.get("complete", True) is not False
+        ),
         "ToolCallDelta": lambda: ToolCallDelta(int(number("index"))),
         "ToolCallEnd": lambda: ToolCallEnd(int(number("index"))),
         "FinishedResponse": lambda: FinishedResponse(RecordedResponse("response")),
         "FallbackFinished": lambda: FallbackFinished((), RecordedResponse("response")),
+        "FallbackDelivered": FallbackDelivered,
     }
     make = simple.get(kind) if isinstance(kind, str) else None
     return make() if make is not None else Start()

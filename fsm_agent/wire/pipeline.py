@@ -1,7 +1,7 @@
 """bytes → SSE frames → one json.loads per payload → an adapter's normalized events.
 
 Shared by the sync and async drivers. Pure: never performs I/O and reads no clock. It counts bytes
-(the per-request cap, SEC-2), payload frames and keepalives (WIRE-2/3), stops at an adapter's end
+(the cap per attempt, SEC-2), payload frames and keepalives (WIRE-2/3), stops at an adapter's end
 marker (WIRE-4), and turns undecodable input into `ProviderStreamError` with the offending text,
 secrets redacted (RES-10, SEC-1). A translator's error becomes an `AttemptFailed` event after the
 events that preceded it, so nothing already received is lost.
@@ -84,7 +84,7 @@ class WirePipeline:
         self.bytes_read += len(chunk)
         if self.bytes_read > self._max_bytes:
             raise StreamLimitError(
-                f"the stream passed the per-request cap of {self._max_bytes} bytes; aborted"
+                f"the stream passed the cap of {self._max_bytes} bytes per attempt; aborted"
             )
         try:
             frames = self._decoder.feed(chunk)
