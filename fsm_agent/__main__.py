@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .cli.__main__ import main
+from .cli.__main__ import console
 
-raise SystemExit(main())
+console()

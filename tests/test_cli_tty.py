@@ -187,9 +187,9 @@ def test_ctrl_c_during_a_stall_interrupts_at_once(terminal: Callable[..., Termin
     status = term.finish(timeout=2)
     exited = time.monotonic() - sent
     assert status == 130
-    # The stream is closed and the summary on screen within 0.5 s. Exiting adds the interpreter's
-    # teardown (~0.15 s here, more on a loaded machine: the openai SDK brings ~1000 modules).
-    assert shown < 0.5 and exited < 2.0, (shown, exited)
+    # The stream is closed, the summary on screen and the process gone within 0.5 s (an interrupted
+    # run skips the interpreter's teardown of the SDKs' modules).
+    assert shown < 0.5 and exited < 0.5, (shown, exited)
     assert "⚠ interrupted by Ctrl-C; the stream was closed" in term.text
     assert "stalled" not in term.transcript  # interrupted before the watchdog's 30 s
     remove_trace(term.text)
