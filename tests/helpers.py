@@ -39,6 +39,32 @@ def busy_connections(client: openai.OpenAI) -> int:
     return sum(1 for conn in pool.connections if not conn.is_idle() and not conn.is_closed())
 
 
+def threads_since(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+
+
+def assert_emulator_and_threads_idle(
+    emulator: Emulator, before: set[threading.Thread], timeout: float
+) -> None:
+    """No connection left open on the emulator, no thread left running since `before`."""
+    idle = emulator.wait_idle(timeout)
+    assert idle, f"{emulator.open_connections} connection(s) still open on the emulator"
+    deadline = time.monotonic() + timeout
+    while threads_since(before) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    left = threads_since(before)
+    assert not left, f"threads left running: {[t.name for t in left]}"
+
+
+def assert_each_closed_once(attempts: list[Any], count: int | None) -> None:
+    """Each attempt's stream was closed, by exactly one close() call."""
+    if count is not None:
+        assert len(attempts) == count, f"{len(attempts)} attempts opened, wanted {count}"
+    for i, attempt in enumerate(attempts):
+        assert attempt.closed, f"attempt {i + 1}'s stream was never closed"
+        assert attempt.close_calls == 1, f"attempt {i + 1} closed {attempt.close_calls} times"
+
+
 @dataclass
 class LeakCheck:
     """Snapshot the threads now; `assert_clean()` later proves nothing was left running or open."""
@@ -54,21 +80,14 @@ class LeakCheck:
         return made
 
     def extra_threads(self) -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t not in self.threads_before and t.is_alive()]
+        return threads_since(self.threads_before)
 
     def assert_clean(self, timeout: float = 2.0) -> None:
         for client in self.clients:
             assert busy_connections(client) == 0, "a response was left open in the caller's pool"
         for client in self.clients:
             client.close()
-        assert self.emulator.wait_idle(timeout), (
-            f"{self.emulator.open_connections} connection(s) still open on the emulator"
-        )
-        deadline = time.monotonic() + timeout
-        while self.extra_threads() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        left = self.extra_threads()
-        assert not left, f"threads left running: {[t.name for t in left]}"
+        assert_emulator_and_threads_idle(self.emulator, self.threads_before, timeout)
 
 
 @pytest.fixture
@@ -99,11 +118,7 @@ class AttemptSpy:
             raise
 
     def assert_each_closed_once(self, count: int | None = None) -> None:
-        if count is not None:
-            assert len(self.attempts) == count, f"{len(self.attempts)} attempts opened, wanted {count}"
-        for i, attempt in enumerate(self.attempts):
-            assert attempt.closed, f"attempt {i + 1}'s stream was never closed"
-            assert attempt.close_calls == 1, f"attempt {i + 1} closed {attempt.close_calls} times"
+        assert_each_closed_once(self.attempts, count)
 
 
 @pytest.fixture

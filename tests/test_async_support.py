@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import openai
 import pytest
-from helpers import Collect, params
+from helpers import Collect, assert_each_closed_once, assert_emulator_and_threads_idle, params, threads_since
 
 import fsm_agent
 from fsm_agent.providers import openai_chat
@@ -93,17 +92,10 @@ class AsyncLeakCheck:
                 await closing
 
     def extra_threads(self) -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t not in self.threads_before and t.is_alive()]
+        return threads_since(self.threads_before)
 
     def assert_clean(self, timeout: float = 2.0) -> None:
-        assert self.emulator.wait_idle(timeout), (
-            f"{self.emulator.open_connections} connection(s) still open on the emulator"
-        )
-        deadline = time.monotonic() + timeout
-        while self.extra_threads() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        left = self.extra_threads()
-        assert not left, f"threads left running: {[t.name for t in left]}"
+        assert_emulator_and_threads_idle(self.emulator, self.threads_before, timeout)
 
 
 @pytest.fixture
@@ -137,11 +129,7 @@ class AsyncAttemptSpy:
                 await aclose()
 
     def assert_each_closed_once(self, count: int | None = None) -> None:
-        if count is not None:
-            assert len(self.attempts) == count, f"{len(self.attempts)} attempts opened, wanted {count}"
-        for i, attempt in enumerate(self.attempts):
-            assert attempt.closed, f"attempt {i + 1}'s stream was never closed"
-            assert attempt.close_calls == 1, f"attempt {i + 1} closed {attempt.close_calls} times"
+        assert_each_closed_once(self.attempts, count)
 
 
 @pytest.fixture
