@@ -141,9 +141,10 @@ def test_default_demo_on_a_terminal(terminal: Callable[..., Terminal]) -> None:
     grew = [n for i, n in enumerate(sizes) if i == 0 or n != sizes[i - 1]]
     assert any(a < b < c for a, b, c in zip(grew, grew[1:], grew[2:], strict=False)), sizes
     assert "⚙ read_file  arguments complete · 97 B" in transcript
-    assert re.search(r"✗ read_file: cut off after \d+ B of arguments \(attempt 1\); not executed", screen)
-    assert "[connection lost mid tool-call; reconnecting…]" in screen
-    assert "⚠ retrying: attempt 2 of 3 after RemoteProtocolError" in screen
+    # (Read from the whole transcript: on a slow machine the final screen may have scrolled them off.)
+    assert re.search(r"✗ read_file: cut off after \d+ B of arguments \(attempt 1\); not executed", transcript)
+    assert "[connection lost mid tool-call; reconnecting…]" in transcript
+    assert "⚠ retrying: attempt 2 of 3 after RemoteProtocolError" in transcript
 
     # The recovered call, its final arguments pretty-printed.
     assert "╭─ tool call · read_file" in screen and "call_read_settings" in screen
