@@ -1,0 +1,141 @@
+"""Provider health per endpoint (HL-1): what a session learns about an endpoint and keeps.
+
+An endpoint is (api, base URL, model). Its health is the stall breaker (streak, open-until, a probe
+in flight), the rate-limit cooldown, and two quirks (`stream_options` rejected, streaming
+unavailable). A store is read once when a request starts (`get`) and written only when health
+changes (`update`), never per token. Changes are described as `HealthChange` values and applied
+by the pure `apply()`, so every store (the in-process `MemoryHealth`, a shared one) agrees on what
+a change means. Times are wall-clock seconds (`time.time()`), because a shared store spans machines.
+
+This module never performs I/O; stores that do (Redis) live beside it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "EndpointHealth",
+    "EndpointKey",
+    "HealthChange",
+    "HealthStore",
+    "MemoryHealth",
+    "apply",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointKey:
+    """Which endpoint a request goes to: its API, base URL (no credentials) and model."""
+
+    api: str
+    base_url: str
+    model: str
+
+    def __str__(self) -> str:
+        return f"{self.api}|{self.base_url}|{self.model}"
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointHealth:
+    """One endpoint's health as a store holds it. The default value is a healthy endpoint."""
+
+    stale_streak: int = 0
+    breaker_open_until: float = 0.0  # > 0: tripped; requests refused until then (BO-7)
+    probe_until: float = 0.0  # a half-open probe is in flight until then (one at a time)
+    cooldown_until: float = 0.0  # BO-6: requests wait until then before sending
+    stream_options_unsupported: bool = False  # RES-8
+    streaming_disabled: bool = False  # RES-9
+
+    def is_default(self) -> bool:
+        return self == _HEALTHY
+
+    def expires_at(self, now: float) -> float | None:
+        """When nothing in this value matters any more (a store may then forget it); None: keep.
+        Quirks and a non-zero streak are kept; a closed breaker and an elapsed cooldown are not."""
+        if self.stream_options_unsupported or self.streaming_disabled or self.stale_streak:
+            return None
+        latest = max(self.breaker_open_until, self.probe_until, self.cooldown_until)
+        return latest if latest > now else now
+
+
+_HEALTHY = EndpointHealth()
+
+
+@dataclass(frozen=True, slots=True)
+class HealthChange:
+    """A change to one endpoint's health; fields left at their default change nothing."""
+
+    stall: bool = False  # WD-3: one more stall (the streak grows)
+    success: bool = False  # a successful request or stub: streak reset, breaker closed
+    breaker_open_until: float | None = None  # trip (or re-trip) the breaker until then
+    probe_until: float | None = None  # take (or release, with 0.0) the half-open probe
+    cooldown_until: float | None = None  # BO-6: a later cooldown replaces an earlier one
+    stream_options_unsupported: bool = False
+    streaming_disabled: bool = False
+
+
+def apply(health: EndpointHealth, change: HealthChange) -> EndpointHealth:
+    """The health after `change` (pure; every store uses it)."""
+    updated = health
+    if change.success:
+        updated = replace(updated, stale_streak=0, breaker_open_until=0.0, probe_until=0.0)
+    if change.stall:
+        updated = replace(updated, stale_streak=updated.stale_streak + 1)
+    if change.breaker_open_until is not None:
+        updated = replace(updated, breaker_open_until=change.breaker_open_until)
+    if change.probe_until is not None:
+        updated = replace(updated, probe_until=change.probe_until)
+    if change.cooldown_until is not None and change.cooldown_until > updated.cooldown_until:
+        updated = replace(updated, cooldown_until=change.cooldown_until)
+    if change.stream_options_unsupported:
+        updated = replace(updated, stream_options_unsupported=True)
+    if change.streaming_disabled:
+        updated = replace(updated, streaming_disabled=True)
+    return updated
+
+
+@runtime_checkable
+class HealthStore(Protocol):
+    """Where a session keeps endpoint health. Sync and async requests use their own pair."""
+
+    def get(self, key: EndpointKey) -> EndpointHealth: ...
+
+    def update(self, key: EndpointKey, change: HealthChange) -> EndpointHealth: ...
+
+    async def aget(self, key: EndpointKey) -> EndpointHealth: ...
+
+    async def aupdate(self, key: EndpointKey, change: HealthChange) -> EndpointHealth: ...
+
+
+class MemoryHealth:
+    """Health kept in this process (the default): a dict under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._health: dict[EndpointKey, EndpointHealth] = {}
+
+    def get(self, key: EndpointKey) -> EndpointHealth:
+        with self._lock:
+            return self._health.get(key, _HEALTHY)
+
+    def update(self, key: EndpointKey, change: HealthChange) -> EndpointHealth:
+        with self._lock:
+            updated = apply(self._health.get(key, _HEALTHY), change)
+            if updated.is_default():
+                self._health.pop(key, None)
+            else:
+                self._health[key] = updated
+            return updated
+
+    async def aget(self, key: EndpointKey) -> EndpointHealth:
+        return self.get(key)
+
+    async def aupdate(self, key: EndpointKey, change: HealthChange) -> EndpointHealth:
+        return self.update(key, change)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return f"MemoryHealth({len(self._health)} endpoints)"
