@@ -194,7 +194,7 @@ class RequestTelemetry:
         self.span: Span | None = None
         self._token: object | None = None
         self._t0 = 0.0
-        self._phase: tuple[str, Span] | None = None
+        self._phase: tuple[str, Span, object] | None = None  # name, span, context token
         self._counts: dict[str, int] = {}
         self._attempts = 0
         self._first_chunk: float | None = None
@@ -205,7 +205,6 @@ class RequestTelemetry:
 
     # -- the request's lifetime -------------------------------------------------------------------
     def __enter__(self) -> RequestTelemetry:
-        self._t0 = time.perf_counter()
         try:
             attributes = {**self.base, "gen_ai.request.stream": True, **request_attributes(self._params)}
             if self._telemetry.capture_content:
@@ -215,13 +214,14 @@ class RequestTelemetry:
             self._token = otel_context.attach(trace.set_span_in_context(span))
         except Exception:
             _failed("starting the request span")
+        self._t0 = time.perf_counter()  # after the span's start: its times hold the measured ones
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
-            self._end_phase(None, None)
+            self._end_phase(None)
             if error is not None:
                 self._end_failed(error)
             duration = time.perf_counter() - self._t0
@@ -269,7 +269,7 @@ class RequestTelemetry:
             self._attempts += 1
         open_phase = self._phase
         if open_phase is not None and (open_phase[0] != phase or record.dest == "connecting"):
-            self._end_phase(record, phase)
+            self._end_phase(record)
         if phase is None or self._phase is not None or parent is None:
             return
         attributes: dict[str, Any] = {"fsm_agent.phase": phase}
@@ -282,13 +282,17 @@ class RequestTelemetry:
         child = self._telemetry._tracer.start_span(
             f"fsm_agent.{phase}", context=trace.set_span_in_context(parent), attributes=attributes
         )
-        self._phase = (phase, child)
+        # Current while it lasts, so that what the SDK traces itself (the anthropic SDK's own span,
+        # an HTTP instrumentation) nests under the attempt that made the call. The machine is fed
+        # on the thread (task) that entered the request, so attach and detach pair up there.
+        self._phase = (phase, child, otel_context.attach(trace.set_span_in_context(child)))
 
-    def _end_phase(self, record: TransitionRecord | None, next_phase: str | None) -> None:
+    def _end_phase(self, record: TransitionRecord | None) -> None:
         open_phase, self._phase = self._phase, None
         if open_phase is None:
             return
-        child = open_phase[1]
+        _, child, token = open_phase
+        otel_context.detach(token)  # type: ignore[arg-type]
         if record is not None:
             child.set_attribute("fsm_agent.outcome", record.dest)
             error = record.inputs.get("error")

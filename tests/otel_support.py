@@ -83,7 +83,10 @@ def install() -> Otel:
         provider.add_span_processor(gate)
         trace.set_tracer_provider(provider)
         reader = InMemoryMetricReader(
-            preferred_temporality={Counter: AggregationTemporality.DELTA, Histogram: AggregationTemporality.DELTA}
+            preferred_temporality={
+                Counter: AggregationTemporality.DELTA,
+                Histogram: AggregationTemporality.DELTA,
+            }
         )
         metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
         _installed = Otel(exporter, reader, gate, trace.get_tracer("tests"))
