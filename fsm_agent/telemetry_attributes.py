@@ -9,6 +9,7 @@ on an odd payload shape (unknown parts pass through by type only).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -85,17 +86,22 @@ def response_attributes(result: StreamResult) -> tuple[dict[str, Any], dict[str,
 
 def server_of(client: Any, api: str) -> dict[str, Any]:
     """server.address / server.port of the client's endpoint, and the provider a host implies."""
-
     url = getattr(client, "base_url", None)
     if url is None:
         url = getattr(getattr(client, "meta", None), "endpoint_url", None)
-    if url is None:
-        return {}
-    parts = urlsplit(str(url))
+    return {} if url is None else dict(_server_of_url(str(url), api))
+
+
+@functools.lru_cache(maxsize=64)  # a process talks to few endpoints; parsing each time is waste
+def _server_of_url(url: str, api: str) -> tuple[tuple[str, Any], ...]:
+    parts = urlsplit(url)
     if not parts.hostname:
-        return {}
+        return ()
     attributes: dict[str, Any] = {"server.address": parts.hostname}
-    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    try:
+        port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    except ValueError:  # a port out of range: leave it out
+        port = None
     if port:
         attributes["server.port"] = port
     if api == "chat_completions":
@@ -103,7 +109,7 @@ def server_of(client: Any, api: str) -> dict[str, Any]:
             if parts.hostname.endswith(suffix):
                 attributes["gen_ai.provider.name"] = provider
                 break
-    return attributes
+    return tuple(attributes.items())
 
 
 # -- content (opt-in only) ---------------------------------------------------------------------------
