@@ -220,14 +220,16 @@ class RequestTelemetry:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
+        duration = time.perf_counter() - self._t0
         try:
             self._end_phase(None)
+        except Exception:
+            _failed("ending a child span")
+        try:
             if error is not None:
                 self._end_failed(error)
-            duration = time.perf_counter() - self._t0
             if self.span is not None:
                 self.span.end()
-            self._emit_metrics(duration, error)
         except Exception:
             _failed("ending the request span")
         finally:
@@ -237,6 +239,10 @@ class RequestTelemetry:
                     otel_context.detach(token)  # type: ignore[arg-type]
                 except Exception:
                     _failed("detaching the request's context")
+        try:
+            self._emit_metrics(duration, error)
+        except Exception:
+            _failed("recording the metrics")
 
     # -- the machine's records ----------------------------------------------------------------------
     def on_record(self, record: TransitionRecord) -> None:
@@ -259,8 +265,10 @@ class RequestTelemetry:
         if span is None or not span.is_recording():
             self._phases(record, None)
             return
-        span.add_event("fsm_agent.transition", _event_attributes(record))
-        self._phases(record, span)
+        try:
+            span.add_event("fsm_agent.transition", _event_attributes(record))
+        finally:  # the child spans follow the machine even when the event could not be added
+            self._phases(record, span)
 
     def _phases(self, record: TransitionRecord, parent: Span | None) -> None:
         """End the phase the record leaves and start the one it enters (one child span each)."""

@@ -7,7 +7,7 @@ Other test modules run with the gate shut: their spans are made and dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +17,13 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+
+class FailingExporter(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        raise ConnectionError("the collector is down")
 
 
 class Gate(SpanProcessor):
@@ -26,17 +31,20 @@ class Gate(SpanProcessor):
 
     def __init__(self, inner: SpanProcessor) -> None:
         self.inner = inner
+        self.failing_export = SimpleSpanProcessor(FailingExporter())
         self.open = False
-        self.broken = False
+        self.broken: str | None = None  # "start", "end" (the processor raises) or "export"
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if self.broken:
+        if self.broken == "start":
             raise RuntimeError("broken span processor (on_start)")
 
     def on_end(self, span: ReadableSpan) -> None:
-        if self.broken:
+        if self.broken == "end":
             raise RuntimeError("broken span processor (on_end)")
-        if self.open:
+        if self.broken == "export":
+            self.failing_export.on_end(span)
+        elif self.open:
             self.inner.on_end(span)
 
     def shutdown(self) -> None:
@@ -99,9 +107,9 @@ def otel() -> Iterator[Otel]:
     sdk = install()
     sdk.exporter.clear()
     sdk.reader.get_metrics_data()  # drop what other tests measured
-    sdk.gate.open, sdk.gate.broken = True, False
+    sdk.gate.open, sdk.gate.broken = True, None
     try:
         yield sdk
     finally:
-        sdk.gate.open, sdk.gate.broken = False, False
+        sdk.gate.open, sdk.gate.broken = False, None
         sdk.exporter.clear()

@@ -17,6 +17,7 @@ import boto3
 import botocore.config
 import openai
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Otel, otel
@@ -507,22 +508,28 @@ def test_telemetry_off_records_nothing(otel: Otel, emulator: Emulator) -> None:
     assert otel.spans() == [] and otel.metrics() == {}
 
 
+@pytest.mark.parametrize("where", ["start", "end", "export"])
 @pytest.mark.parametrize("outcome", ["success", "retry", "failure"])
-def test_a_broken_span_processor_changes_no_outcome(otel: Otel, emulator: Emulator, outcome: str) -> None:
-    """OT-3: the SDK raising from every span start and end (a broken processor) is logged, not raised."""
+def test_broken_telemetry_changes_no_outcome(
+    otel: Otel, emulator: Emulator, outcome: str, where: str
+) -> None:
+    """OT-3: a span processor raising from every span start (or end), or an exporter failing, is
+    logged, not raised; the caller's context is left as it was."""
     api = APIS["chat_completions"]
-    otel.gate.broken = True
+    otel.gate.broken = where
     texts: list[str] = []
+    before = trace.get_current_span()
     if outcome == "failure":
         with pytest.raises(openai.BadRequestError):
             run(api, emulator, Scenario.build("x", faults=[HttpError(400)]))
-        return
-    first = (
-        Scenario.build("Hello.", faults=[DropAfter(0)])
-        if outcome == "retry"
-        else Scenario.build("Hello there.")
-    )
-    result = run(api, emulator, first, Scenario.build("Hello there."), on_text=texts.append)
-    assert result.content == "Hello there." and "".join(texts) == "Hello there."
-    assert result.attempts == (2 if outcome == "retry" else 1)
+    else:
+        first = (
+            Scenario.build("Hello.", faults=[DropAfter(0)])
+            if outcome == "retry"
+            else Scenario.build("Hello there.")
+        )
+        result = run(api, emulator, first, Scenario.build("Hello there."), on_text=texts.append)
+        assert result.content == "Hello there." and "".join(texts) == "Hello there."
+        assert result.attempts == (2 if outcome == "retry" else 1)
+    assert trace.get_current_span() is before
     assert otel.metrics()["gen_ai.client.operation.duration"]  # metrics still flow
