@@ -22,13 +22,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Mapping
+from contextvars import Token
 from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .result import StreamResult
@@ -134,13 +137,16 @@ class _Instruments:
 
 
 _instruments: _Instruments | None = None
+_instruments_lock = threading.Lock()
 _warned = False
 
 
 def _instruments_now() -> _Instruments:
     global _instruments
     if _instruments is None:
-        _instruments = _Instruments()
+        with _instruments_lock:  # concurrent first requests make them once
+            if _instruments is None:
+                _instruments = _Instruments()
     return _instruments
 
 
@@ -192,9 +198,9 @@ class RequestTelemetry:
         except Exception:
             _failed("reading the server address")
         self.span: Span | None = None
-        self._token: object | None = None
+        self._token: Token[Context] | None = None
         self._t0 = 0.0
-        self._phase: tuple[str, Span, object] | None = None  # name, span, context token
+        self._phase: tuple[str, Span, Token[Context]] | None = None  # name, span, context token
         self._counts: dict[str, int] = {}
         self._attempts = 0
         self._first_chunk: float | None = None
@@ -236,7 +242,7 @@ class RequestTelemetry:
             token, self._token = self._token, None
             if token is not None:
                 try:
-                    otel_context.detach(token)  # type: ignore[arg-type]
+                    otel_context.detach(token)
                 except Exception:
                     _failed("detaching the request's context")
         try:
@@ -300,7 +306,7 @@ class RequestTelemetry:
         if open_phase is None:
             return
         _, child, token = open_phase
-        otel_context.detach(token)  # type: ignore[arg-type]
+        otel_context.detach(token)
         if record is not None:
             child.set_attribute("fsm_agent.outcome", record.dest)
             error = record.inputs.get("error")
