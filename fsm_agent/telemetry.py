@@ -406,8 +406,9 @@ def _record_fact(record: TransitionRecord, name: str) -> Any:
 def _wait_attributes(record: TransitionRecord) -> dict[str, Any]:
     attributes: dict[str, Any] = {}
     wait_s = _record_fact(record, "wait_s")
-    if isinstance(wait_s, int | float):
-        attributes["fsm_agent.wait_s"] = float(wait_s)
+    if not isinstance(wait_s, int | float) or isinstance(wait_s, bool) or wait_s <= 0:
+        return attributes  # no wait decided (records carry 0.0 then)
+    attributes["fsm_agent.wait_s"] = float(wait_s)
     source = _record_fact(record, "wait_source")
     if source:
         attributes["fsm_agent.wait_source"] = str(source)

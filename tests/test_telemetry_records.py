@@ -46,7 +46,7 @@ def _record(seq: int, trigger: str, source: str, dest: str, route: str, **inputs
 
 def test_waits_switches_and_routes_from_the_records(otel: Otel) -> None:
     records = [
-        _record(0, "start", "idle", "connecting", "primary"),
+        _record(0, "start", "idle", "connecting", "primary", wait_s=0.0, wait_source=None),
         _record(1, "error", "connecting", "retrying", "primary", error="RateLimitError"),
         _record(2, "closed", "retrying", "waiting", "primary", wait_s=0.5, wait_source="retry-after"),
         _record(3, "waited", "waiting", "connecting", "primary"),
@@ -85,6 +85,7 @@ def test_waits_switches_and_routes_from_the_records(otel: Otel) -> None:
     assert root.attributes["fsm_agent.route"] == "backup"
     waited = next(e for e in root.events if e.attributes["fsm_agent.dest"] == "waiting")
     assert waited.attributes["fsm_agent.wait_s"] == 0.5 and waited.attributes["fsm_agent.route"] == "primary"
+    assert "fsm_agent.wait_s" not in root.events[0].attributes  # no wait decided: none shown
     counted = {
         name: points[0].value
         for name, ((_, points),) in otel.metrics().items()
