@@ -12,7 +12,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .drivers.common import Callbacks, ClientSource
 from .drivers.sync import SyncDriver
@@ -27,6 +27,9 @@ from .timeouts import resolve_retries, resolve_stale_giveup, resolve_stale_timeo
 from .trace.records import TransitionRecord
 from .trace.sinks import EventRecorder, resolve_sink, write_request_header
 from .wire.pipeline import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    from .telemetry import RequestTelemetry, Telemetry
 
 __all__ = ["RequestPlan", "Session"]
 
@@ -44,6 +47,8 @@ class RequestPlan:
     params: dict[str, Any]
     machine: RequestMachine
     stale_timeout: float
+    telemetry: RequestTelemetry | None = None  # OT-1: this request's spans and metrics
+
 
 _UNSUPPORTED_MODES = ("fallback", "raise")
 
@@ -59,6 +64,8 @@ class Session:
         *,
         record_wire: bool = False,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        telemetry: bool = True,
+        telemetry_content: bool | None = None,
     ) -> None:
         if unsupported not in _UNSUPPORTED_MODES:
             raise ValueError(f"unsupported must be 'fallback' or 'raise', not {unsupported!r}")
@@ -70,6 +77,8 @@ class Session:
         self.unsupported = unsupported
         self.max_bytes = max_bytes
         self.trace = resolve_sink(trace, record_wire=record_wire)  # TR-1, TR-2
+        self.telemetry = telemetry
+        self._telemetry = _open_telemetry(telemetry, telemetry_content)  # OT-1
         self.streaming_disabled = False
         self.stream_options_unsupported = False
         self.stale_streak = 0
@@ -103,7 +112,12 @@ class Session:
             max_bytes=self.max_bytes,
         )
         with self._in_flight_as(watchdog):
-            return driver.run()
+            if plan.telemetry is None:
+                return driver.run()
+            with plan.telemetry as observer:  # OT-1: never changes the outcome (OT-3)
+                result = driver.run()
+                observer.succeeded(result)
+            return result
 
     async def astream(
         self,
@@ -122,7 +136,13 @@ class Session:
 
         plan = self._plan(client_or_factory, params, api)
         callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
-        result: StreamResult = await run_async(self, plan, callbacks, interrupt)
+        if plan.telemetry is None:
+            result: StreamResult = await run_async(self, plan, callbacks, interrupt)
+            return result
+        # Entered in the caller's task: the request span is a child of the caller's current span.
+        with plan.telemetry as observer:
+            result = await run_async(self, plan, callbacks, interrupt)
+            observer.succeeded(result)
         return result
 
     def interrupt(self) -> None:
@@ -142,12 +162,14 @@ class Session:
         source = ClientSource(client_or_factory)
         api_name = api or infer_api(source.peek(), params)
         adapter = adapter_for(api_name)
+        observer = self._observe(source, api_name, adapter.model_of(params), params)
         plan = RequestPlan(
             source=source,
             adapter=adapter,
             params=dict(params),
-            machine=self._new_machine(),
+            machine=self._new_machine(observer),
             stale_timeout=self.stale_timeout_for(adapter.model_of(params)),
+            telemetry=observer,
         )
         if self.trace is not None:  # the request's header line: what replay rebuilds it from
             write_request_header(
@@ -170,7 +192,19 @@ class Session:
             with self._lock:
                 self._in_flight.discard(handle)
 
-    def _new_machine(self) -> RequestMachine:
+    def _observe(
+        self, source: ClientSource, api: str, model: str | None, params: dict[str, Any]
+    ) -> RequestTelemetry | None:
+        """This request's telemetry (OT-1), or None when the session has none."""
+        if self._telemetry is None:
+            return None
+        try:
+            client = source.peek()  # for server.address; the first attempt uses this very client
+        except Exception:
+            client = None  # the attempt meets the factory's error itself
+        return self._telemetry.request(api=api, model=model, params=params, client=client)
+
+    def _new_machine(self, observer: RequestTelemetry | None = None) -> RequestMachine:
         with self._lock:
             ctx = RequestContext(
                 retries=self.retries,
@@ -183,7 +217,10 @@ class Session:
         request_id = uuid.uuid4().hex[:16]
         sink = self.trace
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
-        machine = RequestMachine(ctx, request_id=request_id, on_record=self._log_record, on_event=recorder)
+        on_record: Callable[[TransitionRecord], None] = self._log_record
+        if observer is not None:
+            on_record = _both(self._log_record, observer.on_record)
+        machine = RequestMachine(ctx, request_id=request_id, on_record=on_record, on_event=recorder)
         if recorder is not None:
             recorder.attach(machine)
         return machine
@@ -203,3 +240,25 @@ class Session:
                 self.stream_options_unsupported = True
             elif fact == "streaming_disabled":
                 self.streaming_disabled = True
+
+
+def _both(
+    first: Callable[[TransitionRecord], None], second: Callable[[TransitionRecord], None]
+) -> Callable[[TransitionRecord], None]:
+    def hook(record: TransitionRecord) -> None:
+        first(record)
+        second(record)
+
+    return hook
+
+
+def _open_telemetry(enabled: bool, content: bool | None) -> Telemetry | None:
+    """OT-1: the session's telemetry — None when it is off or `opentelemetry-api` does not import,
+    and then nothing of it (ours or OpenTelemetry's) is imported."""
+    if not enabled:
+        return None
+    try:
+        from .telemetry import Telemetry
+    except ImportError:
+        return None
+    return Telemetry(content)
