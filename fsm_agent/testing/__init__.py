@@ -47,7 +47,9 @@ from fsm_agent.testing.registry import (
     scenario_names,
     serve_forever,
 )
-from fsm_agent.testing.scenario import (
+
+# The older names of ScriptedToolCall and ScriptedUsage: importable, not exported (fsm_agent's are).
+from fsm_agent.testing.scenario import (  # noqa: F401
     ChatShape,
     Reasoning,
     Refusal,
@@ -56,8 +58,8 @@ from fsm_agent.testing.scenario import (
     ScriptedUsage,
     Step,
     Text,
-    ToolCall,  # the older name of ScriptedToolCall: importable, not exported (fsm_agent.ToolCall is)
-    Usage,  # the older name of ScriptedUsage: importable, not exported (fsm_agent.Usage is)
+    ToolCall,
+    Usage,
 )
 from fsm_agent.testing.server import THREAD_PREFIX, Emulator, Request
 

@@ -45,7 +45,9 @@ class Refusal:
 
 @dataclass(frozen=True)
 class ScriptedToolCall:
-    """One tool call the emulator sends (not the result's :class:`fsm_agent.ToolCall`). ``arguments`` is the exact JSON text the model emits (it may be invalid).
+    """One tool call the emulator sends (not the result's :class:`fsm_agent.ToolCall`).
+
+    ``arguments`` is the exact JSON text the model emits (it may be invalid).
 
     ``id`` defaults to a generated id (``call_…``, ``toolu_…``, ``tooluse_…``); an ``int`` id is
     sent as a JSON number by Chat Completions and as a string by the other wires.
@@ -69,7 +71,10 @@ Step = Text | Reasoning | Refusal | ScriptedToolCall
 
 @dataclass(frozen=True)
 class ScriptedUsage:
-    """Token usage the emulator reports (not the result's :class:`fsm_agent.Usage`), in OpenAI terms: ``input_tokens`` includes ``cached_tokens``."""
+    """Token usage the emulator reports (not the result's :class:`fsm_agent.Usage`).
+
+    In OpenAI terms: ``input_tokens`` includes ``cached_tokens``.
+    """
 
     input_tokens: int = 10
     output_tokens: int = 20
