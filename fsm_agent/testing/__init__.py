@@ -48,8 +48,9 @@ from fsm_agent.testing.registry import (
     serve_forever,
 )
 
-# The older names of ScriptedToolCall and ScriptedUsage: importable, not exported (fsm_agent's are).
-from fsm_agent.testing.scenario import (  # noqa: F401
+# ToolCall and Usage are the older names of ScriptedToolCall and ScriptedUsage: importable, so that
+# existing tests keep working, but not in __all__ (fsm_agent.ToolCall and fsm_agent.Usage are).
+from fsm_agent.testing.scenario import (
     ChatShape,
     Reasoning,
     Refusal,
@@ -58,8 +59,8 @@ from fsm_agent.testing.scenario import (  # noqa: F401
     ScriptedUsage,
     Step,
     Text,
-    ToolCall,
-    Usage,
+    ToolCall as ToolCall,
+    Usage as Usage,
 )
 from fsm_agent.testing.server import THREAD_PREFIX, Emulator, Request
 
