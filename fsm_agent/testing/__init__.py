@@ -59,7 +59,11 @@ from fsm_agent.testing.scenario import (
     ScriptedUsage,
     Step,
     Text,
+)
+from fsm_agent.testing.scenario import (
     ToolCall as ToolCall,
+)
+from fsm_agent.testing.scenario import (
     Usage as Usage,
 )
 from fsm_agent.testing.server import THREAD_PREFIX, Emulator, Request
