@@ -48,8 +48,6 @@ from fsm_agent.testing.registry import (
     serve_forever,
 )
 
-# ToolCall and Usage are the older names of ScriptedToolCall and ScriptedUsage: importable, so that
-# existing tests keep working, but not in __all__ (fsm_agent.ToolCall and fsm_agent.Usage are).
 from fsm_agent.testing.scenario import (
     ChatShape,
     Reasoning,
@@ -60,12 +58,10 @@ from fsm_agent.testing.scenario import (
     Step,
     Text,
 )
-from fsm_agent.testing.scenario import (
-    ToolCall as ToolCall,
-)
-from fsm_agent.testing.scenario import (
-    Usage as Usage,
-)
+# ToolCall and Usage are the older names of ScriptedToolCall and ScriptedUsage: importable, so that
+# existing tests keep working, but not in __all__ (fsm_agent.ToolCall and fsm_agent.Usage are).
+from fsm_agent.testing.scenario import ToolCall as ToolCall
+from fsm_agent.testing.scenario import Usage as Usage
 from fsm_agent.testing.server import THREAD_PREFIX, Emulator, Request
 
 __all__ = [
