@@ -47,7 +47,6 @@ from fsm_agent.testing.registry import (
     scenario_names,
     serve_forever,
 )
-
 from fsm_agent.testing.scenario import (
     ChatShape,
     Reasoning,
@@ -58,6 +57,7 @@ from fsm_agent.testing.scenario import (
     Step,
     Text,
 )
+
 # ToolCall and Usage are the older names of ScriptedToolCall and ScriptedUsage: importable, so that
 # existing tests keep working, but not in __all__ (fsm_agent.ToolCall and fsm_agent.Usage are).
 from fsm_agent.testing.scenario import ToolCall as ToolCall
