@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any, TextIO
 
+from .args import non_negative_int, positive_seconds
+
 __all__ = ["add_arguments", "format_report", "run"]
 
 
@@ -21,10 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a trace file (JSON Lines) written with Session(trace=…)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--request", default=None, help="replay only this request id")
-    parser.add_argument("--retries", type=int, default=None, help="what if retries had been N")
-    parser.add_argument("--stale-timeout", type=float, default=None, help="what if stale_timeout had been S")
+    parser.add_argument("--retries", type=non_negative_int, default=None, help="what if retries had been N")
+    parser.add_argument(
+        "--stale-timeout", type=positive_seconds, default=None, help="what if stale_timeout had been S"
+    )
     parser.add_argument("--unsupported", choices=("fallback", "raise"), default=None)
-    parser.add_argument("--stale-giveup", type=int, default=None)
+    parser.add_argument("--stale-giveup", type=non_negative_int, default=None)
 
 
 def run(args: argparse.Namespace) -> int:
