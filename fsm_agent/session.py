@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .drivers.common import Callbacks, ClientSource
+from .drivers.common import Callbacks, ClientSource, check_client, is_async_client
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
 from .guards import RequestContext
@@ -76,6 +76,19 @@ class Session:
         self._lock = threading.Lock()
         self._in_flight: set[Interruptible] = set()
 
+    def __repr__(self) -> str:
+        with self._lock:
+            memory = (
+                f"streaming_disabled={self.streaming_disabled}, "
+                f"stream_options_unsupported={self.stream_options_unsupported}, "
+                f"stale_streak={self.stale_streak}"
+            )
+        trace = "" if self.trace is None else f", trace={type(self.trace).__name__}"
+        return (
+            f"<Session retries={self.retries}, stale_timeout={self._stale_timeout}, "
+            f"stale_giveup={self.stale_giveup}, unsupported={self.unsupported!r}{trace}; {memory}>"
+        )
+
     # -- public ----------------------------------------------------------------------------------
     def stream(
         self,
@@ -120,7 +133,7 @@ class Session:
         """`stream()` for async clients: the same machine, run by the asyncio driver."""
         from .drivers.aio import run_async
 
-        plan = self._plan(client_or_factory, params, api)
+        plan = self._plan(client_or_factory, params, api, in_async=True)
         callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
         result: StreamResult = await run_async(self, plan, callbacks, interrupt)
         return result
@@ -136,10 +149,23 @@ class Session:
         return resolve_stale_timeout(self._stale_timeout, model)
 
     # -- internals -------------------------------------------------------------------------------
-    def _plan(self, client_or_factory: Any, params: dict[str, Any], api: str | None) -> RequestPlan:
+    def _plan(
+        self, client_or_factory: Any, params: dict[str, Any], api: str | None, *, in_async: bool = False
+    ) -> RequestPlan:
         if not isinstance(params, dict):
-            raise TypeError("params must be a dict of the SDK's request keyword arguments")
+            raise TypeError(
+                "params must be a dict of the SDK's request keyword arguments "
+                f"(model, messages, ...), not {type(params).__name__}"
+            )
         source = ClientSource(client_or_factory)
+        try:
+            check_client(source.peek(), in_async=in_async, api_given=api is not None)
+        except TypeError:
+            # A sync client a factory made for this call is closed; an async one was never used
+            # (nothing opened) and cannot be closed without an event loop: it is only dropped.
+            if not is_async_client(source.peek()):
+                source.release()
+            raise
         api_name = api or infer_api(source.peek(), params)
         adapter = adapter_for(api_name)
         plan = RequestPlan(
