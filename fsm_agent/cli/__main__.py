@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from .args import USAGE_ERROR, OneLineParser, UsageError
 
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return result
 
 
-def _leave(status: int) -> None:
+def _leave(status: int) -> NoReturn:
     """Exit now with `status`, without the interpreter's teardown.
 
     Used after Ctrl-C and on a closed pipe: the run has closed its stream and trace already, and
@@ -133,7 +134,7 @@ def console() -> None:
     raise SystemExit(status)
 
 
-def _quiet_exit(status: int) -> None:
+def _quiet_exit(status: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
