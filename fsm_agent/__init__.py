@@ -3,28 +3,71 @@
     session = fsm_agent.Session(retries=2)
     result = session.stream(openai.OpenAI(), {"model": "gpt-4.1", "messages": [...]},
                             on_text=print)
+
+The public names are the ones in ``__all__``; everything else is private. The behaviour they promise,
+rule by rule, is docs/behaviour.md.
+
+Importing the package is cheap and changes no other library's settings: each public name is
+imported from its module when first used (so `fsm-agent` can take Ctrl-C from its first
+millisecond, and `import fsm_agent` costs nothing until a name is used), and the only side effect is
+a ``NullHandler`` on the package's own ``fsm_agent`` logger (the library convention: nothing is
+printed unless the application configures logging).
 """
 
 from __future__ import annotations
 
-from .errors import (
-    EmptyStreamError,
-    FsmAgentError,
-    IncompleteStreamError,
-    MachineError,
-    ProviderStreamError,
-    ProviderUnresponsiveError,
-    ReplayMismatch,
-    StreamingUnsupportedError,
-    StreamLimitError,
-    StreamStalledError,
-    TraceFormatError,
-)
-from .result import StreamResult, ToolCall, Usage
-from .session import Session
-from .trace.replay import replay
-from .trace.report import ReplayReport
-from .trace.sinks import JsonlSink, MemorySink
+import importlib as _importlib
+import logging as _logging
+
+# Not `from typing import TYPE_CHECKING`: importing typing would cost `fsm-agent` its quick start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers and doc tools
+    from typing import Any
+
+    from .errors import (
+        EmptyStreamError,
+        FsmAgentError,
+        IncompleteStreamError,
+        MachineError,
+        ProviderStreamError,
+        ProviderUnresponsiveError,
+        ReplayMismatch,
+        StreamingUnsupportedError,
+        StreamLimitError,
+        StreamStalledError,
+        ToolInputError,
+        TraceFormatError,
+    )
+    from .result import StreamResult, ToolCall, Usage
+    from .session import Session
+    from .trace.replay import replay
+    from .trace.report import ReplayReport
+    from .trace.sinks import JsonlSink, MemorySink
+
+# Public name -> the module that defines it. One line per name: adding a name is adding a line here,
+# one under TYPE_CHECKING above, and one in __all__.
+_WHERE: dict[str, str] = {
+    "EmptyStreamError": ".errors",
+    "FsmAgentError": ".errors",
+    "IncompleteStreamError": ".errors",
+    "JsonlSink": ".trace.sinks",
+    "MachineError": ".errors",
+    "MemorySink": ".trace.sinks",
+    "ProviderStreamError": ".errors",
+    "ProviderUnresponsiveError": ".errors",
+    "ReplayMismatch": ".errors",
+    "ReplayReport": ".trace.report",
+    "Session": ".session",
+    "StreamLimitError": ".errors",
+    "StreamResult": ".result",
+    "StreamStalledError": ".errors",
+    "StreamingUnsupportedError": ".errors",
+    "ToolCall": ".result",
+    "ToolInputError": ".errors",
+    "TraceFormatError": ".errors",
+    "Usage": ".result",
+    "replay": ".trace.replay",
+}
 
 __all__ = [
     "EmptyStreamError",
@@ -43,8 +86,35 @@ __all__ = [
     "StreamStalledError",
     "StreamingUnsupportedError",
     "ToolCall",
+    "ToolInputError",
     "TraceFormatError",
     "Usage",
     "replay",
 ]
-__version__ = "0.1.0"
+
+_logging.getLogger("fsm_agent").addHandler(_logging.NullHandler())
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use, then keep it as a module attribute."""
+    if name == "__version__":
+        value: Any = _installed_version()
+    elif name in _WHERE:
+        value = getattr(_importlib.import_module(_WHERE[name], __name__), name)
+    else:
+        raise AttributeError(f"module 'fsm_agent' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, "__version__"})
+
+
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fsm_agent")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0.1.0"

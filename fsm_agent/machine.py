@@ -18,7 +18,6 @@ Rules:
 from __future__ import annotations
 
 import enum
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -139,10 +138,6 @@ TABLE: list[Row] = [
     # RES-11: an interrupt ends the request from any state after the start, never retried.
     _row("interrupt", tuple(state for state in NON_TERMINAL if state is not S.IDLE), S.FAILED),
 ]
-
-
-# transitions logs every trigger at INFO/DEBUG; we log one record per transition ourselves.
-logging.getLogger("transitions").setLevel(logging.WARNING)
 
 
 def guard_method(name: str) -> Callable[[Any], bool]:

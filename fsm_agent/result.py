@@ -9,27 +9,78 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from .reprs import brief_text, fields_repr
+
 __all__ = ["StreamResult", "ToolCall", "Usage"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ToolCall:
+    """One tool call the model asked for, as it was accumulated (ACC-3, ACC-4).
+
+    Attributes:
+        id: The provider's id for the call (an integer id is turned into a string).
+        name: The tool's name ("" if the stream never said it).
+        arguments: The arguments exactly as the model sent them: a JSON text, byte-exact.
+        extra: Provider extras kept with the call (e.g. Gemini's `extra_content` or
+            `thoughtSignature`), to send back with the next request; None when there are none.
+    """
+
     id: str
     name: str
     arguments: str
     extra: dict[str, Any] | None = None
 
+    def __repr__(self) -> str:
+        return fields_repr(
+            "ToolCall",
+            [("id", repr(self.id)), ("name", repr(self.name)), ("arguments", brief_text(self.arguments))]
+            + ([("extra", f"<{len(self.extra)} keys>")] if self.extra else []),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Token counts of one request, in the same terms for every provider.
+
+    Attributes:
+        input_tokens: Prompt tokens, cached ones included.
+        output_tokens: Completion tokens, reasoning included.
+        total_tokens: Their sum, as the provider reported it.
+        cached_tokens: Prompt tokens served from the provider's cache.
+    """
+
     input_tokens: int | None = None
     output_tokens: int | None = None
     total_tokens: int | None = None
     cached_tokens: int | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class StreamResult:
+    """The answer of one request, one type for every provider (see docs/behaviour.md, section 1).
+
+    Attributes:
+        content: The answer's text (None when the stream had none; ACC-1). For a stub, the text the
+            user saw, plus the warning of RES-5 when a tool call was dropped.
+        reasoning: The reasoning / thinking text (ACC-5), or None.
+        refusal: The refusal text (ACC-6), or None.
+        tool_calls: The tool calls, in index order (ACC-3); empty for a stub.
+        finish_reason: Why the answer ended, in Chat Completions terms (`stop`, `tool_calls`,
+            `length`, `content_filter`); `length` for a stub.
+        usage: Token counts, when the provider sent them.
+        model: The model that answered, as the provider named it.
+        id: The provider's id of the (first) response.
+        stub: True when the stream was cut after visible text and the result is what was shown
+            (RES-4, RES-5).
+        dropped_tool_names: Tools whose calls were cut off and not returned (RES-5).
+        attempts: How many attempts the request took (1 when the first one answered).
+        streamed: False when a non-streaming fallback served the answer (RES-9).
+        provider_data: Provider-specific extras (e.g. a refusal beside content, ACC-6).
+        raw: The provider-native final object where the SDK builds one (a Response, a Message).
+        records: This request's transition records (FSM-5), in order.
+    """
+
     content: str | None = None
     reasoning: str | None = None
     refusal: str | None = None
@@ -45,6 +96,28 @@ class StreamResult:
     provider_data: dict[str, Any] = field(default_factory=dict)
     raw: Any = None
     records: list[Any] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        usage = self.usage
+        tokens = None if usage is None else f"{usage.input_tokens}/{usage.output_tokens}"
+        names = ", ".join(brief_text(call.name, 20) for call in self.tool_calls[:3])
+        more = f" +{len(self.tool_calls) - 3}" if len(self.tool_calls) > 3 else ""
+        return fields_repr(
+            "StreamResult",
+            [
+                ("content", brief_text(self.content)),
+                ("reasoning", brief_text(self.reasoning) if self.reasoning else None),
+                ("refusal", brief_text(self.refusal) if self.refusal else None),
+                ("tool_calls", f"[{names}{more}]" if self.tool_calls else None),
+                ("finish_reason", repr(self.finish_reason)),
+                ("tokens_in_out", tokens),
+                ("stub", "True" if self.stub else None),
+                ("dropped_tools", str(len(self.dropped_tool_names)) if self.dropped_tool_names else None),
+                ("streamed", "False" if not self.streamed else None),
+                ("attempts", str(self.attempts)),
+                ("records", str(len(self.records))),
+            ],
+        )
 
     def to_chat_completion(self) -> SimpleNamespace:
         """An OpenAI ChatCompletion-shaped object (attribute access like the SDK's model)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .drivers.common import Callbacks, ClientSource
+from .drivers.common import Callbacks, ClientSource, check_client, is_async_client
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
 from .guards import RequestContext
@@ -54,6 +54,49 @@ _UNSUPPORTED_MODES = ("fallback", "raise")
 
 
 class Session:
+    """Runs streaming requests as state machines, and remembers what it learns about providers.
+
+    ```python
+    session = fsm_agent.Session(retries=2)
+    result = session.stream(openai.OpenAI(), {"model": "gpt-4.1", "messages": [...]},
+                            on_text=lambda text: print(text, end=""))
+    ```
+
+    One session can serve many requests, also concurrently from several threads; its memory of a
+    provider's quirks outlives each of them. The behaviour behind every argument is in
+    docs/behaviour.md, by rule ID.
+
+    Args:
+        retries: Transient-error retries per request (RES-1); None reads
+            `FSM_AGENT_STREAM_RETRIES`, else 2 (three attempts in all).
+        stale_timeout: Seconds without a provider event before a stream counts as stalled (WD-1);
+            None reads `FSM_AGENT_STREAM_STALE_TIMEOUT`, else 180 s raised to the model's
+            reasoning floor (WD-2).
+        stale_giveup: Stalls in a row after which `stream()` refuses to connect and raises
+            `ProviderUnresponsiveError` (WD-3); 0 never gives up; None reads
+            `FSM_AGENT_STREAM_STALE_GIVEUP`, else 5.
+        unsupported: What to do when an endpoint cannot stream (RES-9): `"fallback"` (default)
+            makes the same call without streaming; `"raise"` raises.
+        trace: Where to write the transition records (TR-1): a path (JSON Lines, created
+            owner-only), a sink (`JsonlSink`, `MemorySink`), or None for none.
+        record_wire: Also write every wire event, with its text, to the trace (TR-2).
+        max_bytes: The cap on one request's accumulated bytes (SEC-2); default 64 MiB.
+        telemetry: OpenTelemetry spans and metrics for every request when `opentelemetry-api` is
+            installed (OT-1, OT-2); a no-op until the application configures the OpenTelemetry
+            SDK. False turns it off.
+        telemetry_content: Put prompt and answer text in the spans (off by default); None follows
+            `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`.
+
+    Attributes:
+        streaming_disabled: The endpoint cannot stream; requests go straight to the non-streaming
+            call (RES-9).
+        stream_options_unsupported: The endpoint refuses `stream_options` (RES-8).
+        stale_streak: Stalls in a row, reset by any success or stub (WD-3).
+
+    Raises:
+        ValueError: A setting, or an `FSM_AGENT_STREAM_*` variable, that is out of range.
+    """
+
     def __init__(
         self,
         retries: int | None = None,
@@ -85,6 +128,19 @@ class Session:
         self._lock = threading.Lock()
         self._in_flight: set[Interruptible] = set()
 
+    def __repr__(self) -> str:
+        with self._lock:
+            memory = (
+                f"streaming_disabled={self.streaming_disabled}, "
+                f"stream_options_unsupported={self.stream_options_unsupported}, "
+                f"stale_streak={self.stale_streak}"
+            )
+        trace = "" if self.trace is None else f", trace={type(self.trace).__name__}"
+        return (
+            f"<Session retries={self.retries}, stale_timeout={self._stale_timeout}, "
+            f"stale_giveup={self.stale_giveup}, unsupported={self.unsupported!r}{trace}; {memory}>"
+        )
+
     # -- public ----------------------------------------------------------------------------------
     def stream(
         self,
@@ -98,7 +154,47 @@ class Session:
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
     ) -> StreamResult:
-        """Run one streaming request to its end; see SPEC §1."""
+        """Run one streaming request to its end and return what it produced.
+
+        Retries, stubs and fallbacks happen inside, as docs/behaviour.md describes (RES-); the
+        callbacks see the answer as it arrives.
+
+        Args:
+            client_or_factory: An SDK client (`openai.OpenAI`, `anthropic.Anthropic`, a boto3
+                `bedrock-runtime` client; never closed by fsm_agent), or a zero-argument callable
+                returning a fresh one for each attempt (closed after it). Async clients go to
+                `astream()`.
+            params: The SDK call's keyword arguments (`model`, `messages`, `tools`, ...), as a
+                dict; copied, never changed.
+            api: `"chat_completions"`, `"responses"`, `"anthropic_messages"` or
+                `"bedrock_converse"` (and `"gemini_generate_content"` where supported); None infers
+                it from the client (an OpenAI client with `input` and no `messages` speaks
+                Responses).
+            on_text: `on_text(text: str)`, called with each delta of the answer's text, in order,
+                exactly as accumulated (CB-1); also receives the "reconnecting" marker (RES-3) and
+                the dropped-tool warning (RES-5).
+            on_reasoning: `on_reasoning(text: str)`, called with each reasoning delta (CB-2).
+            on_tool_call: `on_tool_call(index: int, name: str)`, called once per tool call as soon
+                as its name is known, before its arguments have streamed (CB-3).
+            on_status: `on_status(message: str)`, called with readable notices: retrying, falling
+                back, stalled, giving up (CB-5). Silent on a request that simply succeeds.
+            on_activity: `on_activity(kind: str)`, called on every provider event, whatever its
+                kind (CB-4): a liveness signal for your own monitors. Its exceptions are logged
+                and ignored.
+            interrupt: A `threading.Event`; setting it from any thread ends the request with
+                `InterruptedError` within 0.2 s (RES-11). `session.interrupt()` does the same for
+                every request in flight.
+
+        Returns:
+            The `StreamResult`: text, reasoning, tool calls, usage, and whether it is a stub.
+
+        Raises:
+            TypeError: `params` is not a dict, the client is an async one, or no known SDK shape.
+            InterruptedError: The request was interrupted (RES-11).
+            ProviderUnresponsiveError: The stall breaker is open (WD-3).
+            FsmAgentError: Any other failure of fsm_agent's own; a failure the SDK knows is
+                raised as the SDK's exception (its connection error, its HTTP status errors).
+        """
         plan = self._plan(client_or_factory, params, api)
         watchdog = Watchdog(plan.stale_timeout, interrupt)
         driver = SyncDriver(
@@ -131,10 +227,42 @@ class Session:
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
     ) -> StreamResult:
-        """`stream()` for async clients: the same machine, run by the asyncio driver."""
+        """`stream()` for asyncio code: the same machine and arguments, run by the asyncio driver.
+
+        Takes async clients (`openai.AsyncOpenAI`, `anthropic.AsyncAnthropic`) and also sync ones
+        (run in a worker thread, e.g. boto3). Callbacks may be plain functions or coroutine
+        functions (awaited in order). Cancelling the task interrupts the request (RES-11).
+
+        Args:
+            client_or_factory: An SDK client, async or sync, or a zero-argument callable
+                returning one (see `stream()`).
+            params: The SDK call's keyword arguments, as a dict.
+            api: As for `stream()`.
+            on_text: `on_text(text: str)`, called with each delta of the answer's text, in order,
+                exactly as accumulated (CB-1); also receives the "reconnecting" marker (RES-3) and
+                the dropped-tool warning (RES-5).
+            on_reasoning: `on_reasoning(text: str)`, called with each reasoning delta (CB-2).
+            on_tool_call: `on_tool_call(index: int, name: str)`, called once per tool call as soon
+                as its name is known, before its arguments have streamed (CB-3).
+            on_status: `on_status(message: str)`, called with readable notices: retrying, falling
+                back, stalled, giving up (CB-5). Silent on a request that simply succeeds.
+            on_activity: `on_activity(kind: str)`, called on every provider event, whatever its
+                kind (CB-4): a liveness signal for your own monitors. Its exceptions are logged
+                and ignored.
+            interrupt: A `threading.Event`; setting it from any thread ends the request with
+                `InterruptedError` within 0.2 s (RES-11). `session.interrupt()` does the same for
+                every request in flight.
+
+        Returns:
+            The `StreamResult`.
+
+        Raises:
+            TypeError: `params` is not a dict or the client has no known SDK shape.
+            InterruptedError: The request was interrupted or its task cancelled (RES-11).
+        """
         from .drivers.aio import run_async
 
-        plan = self._plan(client_or_factory, params, api)
+        plan = self._plan(client_or_factory, params, api, in_async=True)
         callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
         if plan.telemetry is None:
             result: StreamResult = await run_async(self, plan, callbacks, interrupt)
@@ -153,13 +281,27 @@ class Session:
             watchdog.interrupt()
 
     def stale_timeout_for(self, model: str | None) -> float:
+        """The stale timeout this session uses for `model` (WD-2)."""
         return resolve_stale_timeout(self._stale_timeout, model)
 
     # -- internals -------------------------------------------------------------------------------
-    def _plan(self, client_or_factory: Any, params: dict[str, Any], api: str | None) -> RequestPlan:
+    def _plan(
+        self, client_or_factory: Any, params: dict[str, Any], api: str | None, *, in_async: bool = False
+    ) -> RequestPlan:
         if not isinstance(params, dict):
-            raise TypeError("params must be a dict of the SDK's request keyword arguments")
+            raise TypeError(
+                "params must be a dict of the SDK's request keyword arguments "
+                f"(model, messages, ...), not {type(params).__name__}"
+            )
         source = ClientSource(client_or_factory)
+        try:
+            check_client(source.peek(), in_async=in_async, api_given=api is not None)
+        except TypeError:
+            # A sync client a factory made for this call is closed; an async one was never used
+            # (nothing opened) and cannot be closed without an event loop: it is only dropped.
+            if not is_async_client(source.peek()):
+                source.release()
+            raise
         api_name = api or infer_api(source.peek(), params)
         adapter = adapter_for(api_name)
         observer = self._observe(source, api_name, adapter.model_of(params), params)

@@ -1,4 +1,4 @@
-"""Watchdog and retry settings: stale-timeout resolution and reasoning floors (SPEC WD-2, WD-3, RES-1).
+"""Watchdog and retry settings: stale-timeout resolution and reasoning floors (WD-2, WD-3, RES-1).
 
 Reasoning models think in silence before their first token, so a model may raise the default stale
 timeout to its floor. Model ids are matched after normalization: any path prefix

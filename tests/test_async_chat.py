@@ -8,10 +8,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import httpx2
 import openai
 import pytest
 from helpers import Collect, params
+from sdk_transport import OPENAI_HTTP
 from test_async_support import AsyncAttemptSpy, AsyncCollect, AsyncLeakCheck, aleaks, aspy, astream
 
 import fsm_agent
@@ -67,7 +67,7 @@ def test_res1_exhausted_raises_the_original_error(aleaks: AsyncLeakCheck, aspy: 
     got = Collect()
 
     async def main() -> None:
-        with pytest.raises(httpx2.RemoteProtocolError) as caught:
+        with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
             await astream(aleaks, fsm_agent.Session(), got)
         assert caught.value is aspy.errors[-1]  # the original object, not a wrapper
 
@@ -175,7 +175,7 @@ def test_res6_whitespace_only_exhausted_raises_original(
     got = Collect()
 
     async def main() -> None:
-        with pytest.raises(httpx2.RemoteProtocolError) as caught:
+        with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
             await astream(aleaks, fsm_agent.Session(), got)
         assert caught.value is aspy.errors[-1]
 

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import helpers
-import httpx2
 import openai
 import pytest
 from helpers import AttemptSpy, Collect, LeakCheck, params, text_frames, wait_until
+from sdk_transport import OPENAI_HTTP
 
 import fsm_agent
 from fsm_agent.actions import OpenAttempt
@@ -65,7 +65,7 @@ def test_res1_res2_silent_retries_then_success(leaks: LeakCheck, spy: AttemptSpy
 def test_res1_three_attempts_by_default_then_original_error(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("Hello there.", faults=[DropAfter(1)]))
     got = Collect()
-    with pytest.raises(httpx2.RemoteProtocolError) as caught:
+    with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
         stream(leaks, fsm_agent.Session(), got)
     assert caught.value is spy.errors[-1]  # the original object, not a wrapper
     assert len(leaks.emulator.requests) == 3
@@ -76,7 +76,7 @@ def test_res1_three_attempts_by_default_then_original_error(leaks: LeakCheck, sp
 
 def test_res1_retries_setting_is_the_budget(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[DropAfter(1)]))
-    with pytest.raises(httpx2.RemoteProtocolError):
+    with pytest.raises(OPENAI_HTTP.RemoteProtocolError):
         stream(leaks, fsm_agent.Session(retries=4), Collect())
     assert len(leaks.emulator.requests) == 5
     spy.assert_each_closed_once(5)
@@ -128,7 +128,7 @@ def test_res2_tool_call_without_text_retried_silently(leaks: LeakCheck, spy: Att
 def test_res6_tool_call_without_text_exhausted_raises_not_stubs(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build(tool_calls=[WRITE], faults=[DropMidFrame(2, kind="tool_args")]))
     got = Collect()
-    with pytest.raises(httpx2.RemoteProtocolError) as caught:
+    with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
         stream(leaks, fsm_agent.Session(retries=1), got)
     assert caught.value is spy.errors[-1]
     assert got.texts == []
@@ -219,7 +219,7 @@ def test_res6_whitespace_only_exhausted_raises_original(leaks: LeakCheck, spy: A
     got = Collect()
     try:
         stream(leaks, fsm_agent.Session(), got)
-    except httpx2.RemoteProtocolError as exc:  # the caller's `except` of the original class works
+    except OPENAI_HTTP.RemoteProtocolError as exc:  # the caller's `except` of the original class works
         assert exc is spy.errors[-1]
     else:  # pragma: no cover - the assertion below explains
         pytest.fail("no exception: an empty or placeholder stub was returned")
@@ -321,14 +321,14 @@ def test_res8_stream_params_for_gemini_and_others(base_url: str, sent: bool) -> 
     assert "stream_options" not in learned
 
 
-class _ToEmulator(httpx2.HTTPTransport):
+class _ToEmulator(OPENAI_HTTP.HTTPTransport):
     """Sends every request to the emulator, whatever host the client believes it talks to."""
 
     def __init__(self, port: int) -> None:
         super().__init__()
         self.port = port
 
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+    def handle_request(self, request: OPENAI_HTTP.Request) -> OPENAI_HTTP.Response:
         request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=self.port)
         return super().handle_request(request)
 
@@ -339,7 +339,7 @@ def test_res8_native_gemini_never_sends_stream_options(leaks: LeakCheck) -> None
         base_url="https://generativelanguage.googleapis.com/v1beta/",
         api_key="sk-test",
         max_retries=0,
-        http_client=httpx2.Client(transport=_ToEmulator(leaks.emulator.port)),
+        http_client=OPENAI_HTTP.Client(transport=_ToEmulator(leaks.emulator.port)),
     )
     leaks.clients.append(client)
     session = fsm_agent.Session(retries=0)

@@ -22,10 +22,10 @@ import botocore.config
 import botocore.eventstream
 import botocore.exceptions
 import httpx
-import httpx2  # the transport under the openai / anthropic SDKs
 import openai
 import pytest
 import urllib3.exceptions
+from sdk_transport import ANTHROPIC_HTTP
 
 from fsm_agent.testing import (
     SCENARIOS,
@@ -511,7 +511,7 @@ def test_anthropic_non_stream_errors_and_drops(emu: Emulator, ant: anthropic.Ant
         s.get_final_message()
     emu.script(Scenario.build("x y z", faults=[DropAfter(3)]))
     with (
-        pytest.raises((anthropic.APIConnectionError, httpx2.TransportError)),
+        pytest.raises((anthropic.APIConnectionError, ANTHROPIC_HTTP.TransportError)),
         ant.messages.stream(model="c", max_tokens=8, messages=MESSAGES) as s,
     ):
         s.get_final_message()

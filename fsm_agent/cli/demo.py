@@ -13,6 +13,7 @@ import sys
 
 from ..providers import APIS
 from ..testing.registry import DEFAULT_DEMO, DEMO_PROMPT, DEMO_TOOLS, DEMOS, Demo, get_demo
+from .args import non_negative_seconds, positive_seconds
 from .clients import EMULATOR_MODELS, SetupError, build_params, check_adapter, close_client, emulator_client
 from .runner import RequestSpec, new_trace_path, run_request
 
@@ -32,20 +33,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--api", choices=APIS, default="chat_completions", help="the provider API to speak")
     parser.add_argument("--no-color", action="store_true", help="plain text, no escape codes")
-    parser.add_argument("--trace", metavar="PATH", help="trace file (default: a new temporary file)")
+    parser.add_argument(
+        "--trace", metavar="PATH", help="trace file (default: a new file in the per-user trace directory)"
+    )
     parser.add_argument(
         "--record-wire", action="store_true", help="also write every wire event (and its text) to the trace"
     )
     parser.add_argument(
         "--frame-delay",
-        type=float,
+        type=non_negative_seconds,
         default=DEFAULT_FRAME_DELAY,
         metavar="SECONDS",
         help=f"the emulator's pause between frames (default: {DEFAULT_FRAME_DELAY})",
     )
     parser.add_argument(
         "--stale-timeout",
-        type=float,
+        type=positive_seconds,
         metavar="SECONDS",
         help="the session's stale timeout (default: the scenario's)",
     )
@@ -92,7 +95,7 @@ def _play(demo: Demo, args: argparse.Namespace) -> int:
     from ..testing import Emulator
 
     api: str = args.api
-    trace_path = args.trace or new_trace_path("fsm-agent-demo-")
+    trace_path = args.trace or new_trace_path("demo")
     model = EMULATOR_MODELS[api]
     stale_timeout = args.stale_timeout if args.stale_timeout is not None else demo.stale_timeout
     with Emulator(frame_delay=args.frame_delay) as emulator:

@@ -26,12 +26,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    svg = not args.no_svg
+    try:
+        return _run(args, svg)
+    except BrokenPipeError:  # stdout's reader left: the command's own concern (exit 141)
+        raise
+    except OSError as exc:  # the output directory cannot be created or written
+        where = exc.filename or args.out
+        print(f"fsm-agent diagram: cannot write {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, svg: bool) -> int:
     from ..diagram import write_diagrams, write_overlay
     from ..errors import TraceFormatError
     from ..trace.reader import read_trace
 
     out = sys.stdout
-    svg = not args.no_svg
     if args.trace is None:
         paths = write_diagrams(Path(args.out or "diagrams"), svg=svg)
     else:

@@ -15,15 +15,22 @@ from types import FrameType
 from typing import Any
 
 from ..testing.registry import get_scenarios, scenario_names, serve_forever
+from .args import non_negative_seconds, port_number
 
 __all__ = ["add_arguments", "describe", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: any free port)")
+    parser.add_argument(
+        "--port", type=port_number, default=0, help="the port on 127.0.0.1 (default: any free port)"
+    )
     parser.add_argument("--scenario", default="happy", help="the scenario script to play (default: happy)")
     parser.add_argument(
-        "--frame-delay", type=float, default=0.0, metavar="SECONDS", help="pause between frames (default: 0)"
+        "--frame-delay",
+        type=non_negative_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="pause between frames (default: 0)",
     )
     parser.add_argument("--list", action="store_true", help="list the scenario names and exit")
 
@@ -58,22 +65,30 @@ def run(args: argparse.Namespace) -> int:
         print(describe(emulator, args.scenario), flush=True)
 
     stop = threading.Event()
+    interrupted = threading.Event()
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        interrupted.set()
+        stop.set()
+
+    previous_term = signal.signal(signal.SIGTERM, on_sigterm)
+    previous_int = signal.signal(signal.SIGINT, on_sigint)
     try:
         serve_forever(args.port, args.scenario, frame_delay=args.frame_delay, ready=ready, stop=stop)
+    except BrokenPipeError:  # stdout's reader left: the command's own concern (exit 141)
+        raise
     except OSError as exc:  # the port is taken, or not ours to bind
         print(
             f"fsm-agent emulate: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}",
             file=sys.stderr,
         )
         return 2
-    except KeyboardInterrupt:  # Ctrl-C while starting or stopping
-        pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
     print("emulator stopped", flush=True)
-    return 0
+    # Ctrl-C ends every command with 130; SIGTERM is a service manager's ordinary stop: 0.
+    return 130 if interrupted.is_set() else 0

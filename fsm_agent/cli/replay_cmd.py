@@ -12,7 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+from typing import Any
+
+from ..trace.timeline import format_report
+from .args import non_negative_int, positive_seconds
 
 __all__ = ["add_arguments", "format_report", "run"]
 
@@ -21,10 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a trace file (JSON Lines) written with Session(trace=…)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--request", default=None, help="replay only this request id")
-    parser.add_argument("--retries", type=int, default=None, help="what if retries had been N")
-    parser.add_argument("--stale-timeout", type=float, default=None, help="what if stale_timeout had been S")
+    parser.add_argument("--retries", type=non_negative_int, default=None, help="what if retries had been N")
+    parser.add_argument(
+        "--stale-timeout", type=positive_seconds, default=None, help="what if stale_timeout had been S"
+    )
     parser.add_argument("--unsupported", choices=("fallback", "raise"), default=None)
-    parser.add_argument("--stale-giveup", type=int, default=None)
+    parser.add_argument("--stale-giveup", type=non_negative_int, default=None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,84 +56,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         format_report(report, sys.stdout)
     return 0 if report.matched else 1
-
-
-# -- the timeline ---------------------------------------------------------------------------------------
-def _deciding(record: Any) -> str:
-    """The guards of the row that fired; for an unguarded row after guarded ones, why they failed."""
-    from ..diagram import row_for
-    from ..machine import TABLE
-
-    index = row_for(record)
-    if index is None:
-        return " ".join(f"{name}={'T' if value else 'F'}" for name, value in record.guards.items())
-    row = TABLE[index]
-    named = [*row.get("conditions", ()), *(f"!{name}" for name in row.get("unless", ()))]
-    if named:
-        return " ".join(named)
-    if record.guards:  # the catch-all row: show the guard values that ruled out the rows above
-        return "else: " + " ".join(f"{name}={'T' if value else 'F'}" for name, value in record.guards.items())
-    return ""
-
-
-def _settings_text(settings: dict[str, Any]) -> str:
-    names = ("retries", "stale_timeout", "unsupported", "stale_giveup")
-    return " ".join(
-        f"{name}={settings[name]:g}" if isinstance(settings[name], float) else f"{name}={settings[name]}"
-        for name in names
-        if settings.get(name) is not None
-    )
-
-
-_COLUMNS = (
-    f"  {'step':>4} {'t (s)':>8} {'att':>3}  {'source -> dest':<34} {'trigger':<17} {'chars':>6}  guards\n"
-)
-
-
-def _step_line(step: Any) -> str:
-    record = step.shown
-    mark = "  " if step.matched else "!!"
-    if step.replayed is None:
-        chars = "-"
-    elif step.delivered_chars is not None:
-        chars = str(step.delivered_chars)
-    else:
-        chars = str(record.visible_chars)
-    move = f"{record.source} -> {record.dest}"
-    line = (
-        f"{mark}{step.index:>4} {record.t:8.3f} {record.attempt:>3}  {move:<34} "
-        f"{record.trigger:<17} {chars:>6}  {_deciding(record)}\n"
-    )
-    if step.matched:
-        return line
-    if step.replayed is None:
-        return line + "        (the replay did not reach this recorded step)\n"
-    if step.recorded is None:
-        return line + "        (the recording has no such step)\n"
-    want = step.recorded
-    return line + f"        recorded: {want.source} -> {want.dest} [{want.trigger}]  {_deciding(want)}\n"
-
-
-def format_report(report: Any, out: TextIO) -> None:
-    overrides = report.overrides
-    out.write(f"trace {report.source}: {len(report.requests)} request(s)\n")
-    if overrides:
-        out.write("what if: " + " ".join(f"{k}={v}" for k, v in overrides.items()) + "\n")
-    for request in report.requests:
-        settings = _settings_text(request.settings)
-        out.write(f"\nrequest {request.request_id} ({request.mode} replay; {settings})\n")
-        out.write(_COLUMNS)
-        for step in request.steps:
-            out.write(_step_line(step))
-        if request.recorded_outcome is not None:
-            out.write(f"  recorded outcome: {request.recorded_outcome.describe(would=False)}\n")
-        if overrides and request.outcome is not None:
-            out.write(f"  what-if outcome:  {request.outcome.describe(would=True)}\n")
-        for note in request.notes:
-            out.write(f"  note: {note}\n")
-        mismatch = request.first_mismatch
-        if mismatch is None:
-            out.write(f"  replay: all {len(request.steps)} steps matched\n")
-        else:
-            verb = "diverges" if overrides else "MISMATCH"
-            out.write(f"  replay {verb} at {mismatch.message}\n")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from ..session import Session
 from ..trace.sinks import JsonlSink
 from .display import View, make_view
 from .progress import DisplaySink, Progress, summarize
+from .trace_dir import new_trace_path
 
 __all__ = ["RequestSpec", "new_trace_path", "run_request"]
 
@@ -41,13 +41,6 @@ class RequestSpec:
     stale_timeout: float | None = None
     interrupt_after: float | None = None  # the interrupt demo interrupts itself
     no_color: bool = False
-
-
-def new_trace_path(prefix: str) -> str:
-    """A fresh trace file, readable by its owner only (mkstemp creates it 0600)."""
-    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".jsonl")
-    os.close(fd)
-    return path
 
 
 class _Interrupter:

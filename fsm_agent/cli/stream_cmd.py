@@ -15,6 +15,7 @@ from typing import Any
 
 from ..providers import APIS
 from ..testing.registry import get_scenarios
+from .args import non_negative_int, positive_seconds
 from .clients import (
     EMULATOR_MODELS,
     SetupError,
@@ -44,12 +45,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--emulator", metavar="SCENARIO", help="stream from the built-in emulator playing SCENARIO instead"
     )
     parser.add_argument("--no-color", action="store_true", help="plain text, no escape codes")
-    parser.add_argument("--trace", metavar="PATH", help="trace file (default: a new temporary file)")
+    parser.add_argument(
+        "--trace", metavar="PATH", help="trace file (default: a new file in the per-user trace directory)"
+    )
     parser.add_argument(
         "--record-wire", action="store_true", help="also write every wire event (and its text) to the trace"
     )
-    parser.add_argument("--retries", type=int, metavar="N", help="transient-error retries (default: 2)")
-    parser.add_argument("--stale-timeout", type=float, metavar="SECONDS", help="the watchdog's stale timeout")
+    parser.add_argument(
+        "--retries", type=non_negative_int, metavar="N", help="transient-error retries (default: 2)"
+    )
+    parser.add_argument(
+        "--stale-timeout", type=positive_seconds, metavar="SECONDS", help="the watchdog's stale timeout"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,7 +112,7 @@ def _stream(args: argparse.Namespace, client: Any, params: dict[str, Any], heade
         params=params,
         api=args.api,
         header=header,
-        trace_path=args.trace or new_trace_path("fsm-agent-stream-"),
+        trace_path=args.trace or new_trace_path("stream"),
         record_wire=args.record_wire,
         retries=args.retries,
         stale_timeout=args.stale_timeout,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import threading
 import time
@@ -31,7 +30,7 @@ from ..wire.pipeline import WirePipeline
 from .aio_deliver import AsyncDelivery
 from .aio_thread import open_in_thread, run_in_thread
 from .aio_watchdog import LoopWatchdog
-from .common import CallbackError, Callbacks, activity_label
+from .common import CallbackError, Callbacks, activity_label, is_async_client
 from .core import Decided, DriverCore, translate_object
 
 if TYPE_CHECKING:
@@ -43,29 +42,6 @@ log = logging.getLogger("fsm_agent")
 
 _CLOSE_LIMIT = 2.0  # how long a close may still run once a cancellation has cut in
 _orphans: set[asyncio.Task[None]] = set()  # closes outliving their request, kept from the GC
-
-_ASYNC_PROBES = (
-    ("close",),
-    ("chat", "completions", "create"),
-    ("responses", "create"),
-    ("messages", "create"),
-)
-
-
-def is_async_client(client: Any) -> bool:
-    """An SDK client whose calls are coroutines (AsyncOpenAI, AsyncAnthropic, or shaped like them)."""
-    if type(client).__name__.startswith("Async"):
-        return True
-    for path in _ASYNC_PROBES:
-        target = client
-        for name in path:
-            target = getattr(target, name, None)
-            if target is None:
-                break
-        if target is not None and inspect.iscoroutinefunction(target):
-            return True
-    return False
-
 
 async def run_async(
     session: Session,

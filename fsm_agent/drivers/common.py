@@ -157,6 +157,50 @@ def activity_label(obj: Any) -> str:
     return kind if isinstance(kind, str) else type(obj).__name__
 
 
+_ASYNC_PROBES = (
+    ("close",),
+    ("chat", "completions", "create"),
+    ("responses", "create"),
+    ("messages", "create"),
+)
+
+
+def is_async_client(client: Any) -> bool:
+    """An SDK client whose calls are coroutines (AsyncOpenAI, AsyncAnthropic, or shaped like them)."""
+    if type(client).__name__.startswith("Async"):
+        return True
+    for path in _ASYNC_PROBES:
+        target = client
+        for name in path:
+            target = getattr(target, name, None)
+            if target is None:
+                break
+        if target is not None and inspect.iscoroutinefunction(target):
+            return True
+    return False
+
+
+def check_client(client: Any, *, in_async: bool, api_given: bool = False) -> None:
+    """Raise a TypeError that says what to do when `client` cannot serve this call.
+
+    An async client cannot serve `stream()` (its calls are coroutines nobody would await); an
+    object of no known SDK shape cannot serve anything, unless the caller named its `api` (a custom
+    client). A sync client in `astream()` is fine: it runs in a worker thread.
+    """
+    kind = type(client).__name__
+    if not api_given and not looks_like_client(client):
+        raise TypeError(
+            f"{kind} is not an SDK client fsm_agent knows: pass openai.OpenAI / AsyncOpenAI, "
+            "anthropic.Anthropic / AsyncAnthropic, a boto3 'bedrock-runtime' client, or a "
+            "zero-argument callable that returns one"
+        )
+    if not in_async and is_async_client(client):
+        raise TypeError(
+            f"stream() got an async client ({kind}); use `await session.astream(...)` with it, "
+            f"or pass the sync client ({kind.removeprefix('Async')}) to stream()"
+        )
+
+
 def looks_like_client(obj: Any) -> bool:
     """An SDK client (as opposed to a zero-argument factory that makes one)."""
     return any(hasattr(obj, name) for name in ("chat", "messages", "responses", "converse_stream"))

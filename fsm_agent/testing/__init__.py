@@ -4,13 +4,13 @@ A real HTTP server on 127.0.0.1 that answers the OpenAI Chat Completions, OpenAI
 Anthropic Messages and Bedrock Converse(Stream) APIs in their genuine wire formats, driven by
 declarative :class:`Scenario` objects with faults::
 
-    from fsm_agent.testing import Emulator, Scenario, ToolCall, DropMidFrame
+    from fsm_agent.testing import DropMidFrame, Emulator, Scenario, ScriptedToolCall
 
+    call = ScriptedToolCall("read", '{"path": "a.txt"}')
     with Emulator() as emu:
         emu.script(
-            Scenario.build("Let me check.", tool_calls=[ToolCall("read", '{"path": "a.txt"}')],
-                           faults=[DropMidFrame(0, kind="tool_args")]),
-            Scenario.build("Let me check.", tool_calls=[ToolCall("read", '{"path": "a.txt"}')]),
+            Scenario.build("Let me check.", tool_calls=[call], faults=[DropMidFrame(0, kind="tool_args")]),
+            Scenario.build("Let me check.", tool_calls=[call]),
         )
         client = openai.OpenAI(base_url=emu.openai_base_url, api_key="test")
         ...
@@ -52,11 +52,16 @@ from fsm_agent.testing.scenario import (
     Reasoning,
     Refusal,
     Scenario,
+    ScriptedToolCall,
+    ScriptedUsage,
     Step,
     Text,
-    ToolCall,
-    Usage,
 )
+
+# ToolCall and Usage are the older names of ScriptedToolCall and ScriptedUsage: importable, so that
+# existing tests keep working, but not in __all__ (fsm_agent.ToolCall and fsm_agent.Usage are).
+from fsm_agent.testing.scenario import ToolCall as ToolCall
+from fsm_agent.testing.scenario import Usage as Usage
 from fsm_agent.testing.server import THREAD_PREFIX, Emulator, Request
 
 __all__ = [
@@ -85,13 +90,13 @@ __all__ = [
     "RejectStreamOptions",
     "Request",
     "Scenario",
+    "ScriptedToolCall",
+    "ScriptedUsage",
     "Stall",
     "Step",
     "StreamError",
     "StreamingUnsupported",
     "Text",
-    "ToolCall",
-    "Usage",
     "get_demo",
     "get_scenarios",
     "scenario_names",

@@ -1,5 +1,9 @@
 """pytest plugin: the ``emulator`` fixture (a running :class:`Emulator`, fresh script and request
-log for every test). Enable it with ``pytest_plugins = ["fsm_agent.testing.pytest_plugin"]``.
+log for every test).
+
+Installing fsm_agent registers it with pytest through the ``pytest11`` entry point, so a user's
+tests get ``emulator`` and ``emulator_factory`` with no conftest line (``-p
+no:fsm_agent.testing.pytest_plugin`` turns it off). Naming it in ``pytest_plugins`` still works.
 
 Each test gets its own server (starting one costs about a millisecond), so a test may stop it,
 count its connections or its threads without seeing other tests' clients. ``emulator_factory``

@@ -258,6 +258,7 @@ SCENARIOS: dict[str, tuple[Scenario, ...]] = {demo.name: demo.script for demo in
 
 
 def scenario_names() -> list[str]:
+    """The names of the emulator's scenario scripts, sorted (`fsm-agent emulate --list`)."""
     return sorted(SCENARIOS)
 
 

@@ -44,8 +44,10 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class ToolCall:
-    """One tool call. ``arguments`` is the exact JSON text the model emits (it may be invalid).
+class ScriptedToolCall:
+    """One tool call the emulator sends (not the result's :class:`fsm_agent.ToolCall`).
+
+    ``arguments`` is the exact JSON text the model emits (it may be invalid).
 
     ``id`` defaults to a generated id (``call_…``, ``toolu_…``, ``tooluse_…``); an ``int`` id is
     sent as a JSON number by Chat Completions and as a string by the other wires.
@@ -60,12 +62,19 @@ class ToolCall:
     arg_fragment: int | None = None
 
 
-Step = Text | Reasoning | Refusal | ToolCall
+# The short names predate the Scripted* ones and stay importable from fsm_agent.testing, so
+# existing tests keep working; they are not exported, so they never clash with fsm_agent's own.
+ToolCall = ScriptedToolCall
+
+Step = Text | Reasoning | Refusal | ScriptedToolCall
 
 
 @dataclass(frozen=True)
-class Usage:
-    """Token usage in OpenAI terms: ``input_tokens`` includes ``cached_tokens``."""
+class ScriptedUsage:
+    """Token usage the emulator reports (not the result's :class:`fsm_agent.Usage`).
+
+    In OpenAI terms: ``input_tokens`` includes ``cached_tokens``.
+    """
 
     input_tokens: int = 10
     output_tokens: int = 20
@@ -76,6 +85,8 @@ class Usage:
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+
+Usage = ScriptedUsage
 
 @dataclass(frozen=True)
 class ChatShape:

@@ -117,6 +117,17 @@ class Emulator:
         self._serve_thread.start()
         return self
 
+    def __repr__(self) -> str:
+        if self._stopping.is_set():
+            where = "stopped"
+        elif self._server is None:
+            where = "not started"
+        else:
+            where = self.base_url
+        with self._lock:
+            queued, served = len(self._queue), len(self._requests)
+        return f"<Emulator {where}: {queued} scenario(s) queued, {served} request(s) served>"
+
     def stop(self, timeout: float = 2.0) -> None:
         """Stop serving: end stalls, shut every connection, join every thread, close every socket."""
         if self._stopping.is_set():

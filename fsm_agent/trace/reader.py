@@ -273,6 +273,10 @@ def read_trace(source: Any, *, max_line: int = MAX_LINE_BYTES) -> Trace:
                 return _read_stream(stream, name, max_line)
         except FileNotFoundError:
             raise TraceFormatError(f"{name}: no such trace file") from None
+        except IsADirectoryError:
+            raise TraceFormatError(f"{name}: is a directory, not a trace file") from None
+        except OSError as exc:  # unreadable: permissions, a device, an I/O error
+            raise TraceFormatError(f"{name}: cannot read the trace file: {exc.strerror or exc}") from None
     lines = getattr(source, "lines", None)
     if isinstance(lines, list):
         flush = getattr(source, "flush", None)

@@ -57,7 +57,7 @@ def _brief(record: TransitionRecord | None) -> str:
     return f"{record.trigger}: {record.source} -> {record.dest}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Step:
     """One transition of the replay beside the recorded one at the same position."""
 
@@ -71,6 +71,12 @@ class Step:
     @property
     def matched(self) -> bool:
         return self.replayed is not None and self.recorded is not None and not self.differences
+
+    def __repr__(self) -> str:
+        state = "matched" if self.matched else f"differs in {len(self.differences)} field(s)"
+        if self.replayed is None or self.recorded is None:
+            state = "recorded only" if self.replayed is None else "replayed only"
+        return f"<Step {self.index} {_brief(self.shown)}: {state}>"
 
     @property
     def shown(self) -> TransitionRecord:
@@ -200,9 +206,14 @@ def outcome_of(final: Any, state: str, attempts: int, content_known: bool) -> Ou
     return Outcome("raise", state, attempts, f"{name} after {_attempts(attempts)}", error=name)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class RequestReplay:
     """The replay of one request of the trace."""
+
+    def __repr__(self) -> str:
+        mismatch = self.first_mismatch
+        where = "matched" if mismatch is None else f"first mismatch at step {mismatch.step}"
+        return f"<RequestReplay {self.request_id}: {len(self.steps)} step(s), {where}>"
 
     request_id: str
     mode: str  # "wire" (events re-fed) or "records" (records re-fired from their inputs)
@@ -246,9 +257,19 @@ class RequestReplay:
         }
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class ReplayReport:
-    """`fsm_agent.replay()`'s answer: `.matched`, `.steps`, `.first_mismatch`, per request."""
+    """What `fsm_agent.replay()` found (TR-3): did every step match, and if not, where not.
+
+    `repr(report)` is one short line; `str(report)` is the readable timeline that
+    `fsm-agent replay` prints (TR-4).
+
+    Attributes:
+        source: The trace replayed (a path, or "memory trace").
+        overrides: The settings a what-if replay changed (`retries`, `stale_timeout`, ...); empty
+            for a plain replay.
+        requests: One `RequestReplay` per request in the trace, in order.
+    """
 
     source: str
     overrides: dict[str, Any]
@@ -275,6 +296,20 @@ class ReplayReport:
         """The outcome of the last request (most traces hold one)."""
         return self.requests[-1].outcome if self.requests else None
 
+    def __repr__(self) -> str:
+        mismatch = self.first_mismatch
+        where = "matched" if mismatch is None else f"first mismatch at step {mismatch.step}"
+        what_if = f", what if {_brief_settings(self.overrides)}" if self.overrides else ""
+        return (
+            f"<ReplayReport {_brief_source(self.source)}: {len(self.requests)} request(s), "
+            f"{len(self.steps)} step(s), {where}{what_if}>"
+        )
+
+    def __str__(self) -> str:
+        from .timeline import timeline
+
+        return timeline(self)
+
     def check(self) -> ReplayReport:
         """Raise `ReplayMismatch` naming the first differing step, if any; else return self."""
         mismatch = self.first_mismatch
@@ -291,3 +326,12 @@ class ReplayReport:
             "first_mismatch": mismatch.as_dict() if mismatch is not None else None,
             "requests": [request.as_dict() for request in self.requests],
         }
+
+
+def _brief_source(source: str, limit: int = 60) -> str:
+    return source if len(source) <= limit else "…" + source[-(limit - 1) :]
+
+
+def _brief_settings(overrides: dict[str, Any]) -> str:
+    text = " ".join(f"{key}={value}" for key, value in overrides.items())
+    return text if len(text) <= 80 else text[:79] + "…"

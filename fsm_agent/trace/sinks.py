@@ -233,6 +233,9 @@ class MemorySink(_LineSink):
         super().__init__(record_wire)
         self.lines: list[str] = []
 
+    def __repr__(self) -> str:
+        return f"MemorySink(record_wire={self.record_wire}, lines={len(self.lines)})"
+
     def _emit(self, line: str, flush: bool) -> None:
         if line:
             self.lines.append(line)
@@ -298,6 +301,11 @@ class JsonlSink(_LineSink):
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         self._out = _Output(fd)
         self._finalizer = weakref.finalize(self, _Output.close, self._out)
+
+    def __repr__(self) -> str:
+        shown = str(self.path)
+        shown = shown if len(shown) <= 120 else "…" + shown[-119:]
+        return f"JsonlSink({shown!r}, record_wire={self.record_wire})"
 
     def _emit(self, line: str, flush: bool) -> None:
         out = self._out

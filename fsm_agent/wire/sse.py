@@ -1,4 +1,4 @@
-"""Incremental Server-Sent Events decoder: stream bytes in, frames out (SPEC WIRE-1..3).
+"""Incremental Server-Sent Events decoder: stream bytes in, frames out (WIRE-1..3).
 
 Follows the WHATWG "event stream" parsing rules (strict UTF-8, one leading BOM stripped, lines
 ended by CR, LF or CRLF, `data`/`event`/`id`/`retry` fields, `:` comments), with one deliberate

@@ -1,0 +1,142 @@
+"""What a user sees of the objects: short reprs, the readable timeline, clear misuse errors (issue 14)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import anthropic
+import openai
+import pytest
+
+import fsm_agent
+from fsm_agent.testing import Emulator, Scenario, ScriptedToolCall
+from fsm_agent.trace.records import TransitionRecord
+from fsm_agent.trace.report import ReplayReport, RequestReplay, Step
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = 300
+PARAMS = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _record(seq: int) -> TransitionRecord:
+    return TransitionRecord(
+        request_id="r" * 16,
+        attempt=1,
+        seq=seq,
+        t=seq / 10,
+        trigger="text",
+        source="connecting",
+        dest="streaming_text",
+        guards={"has_visible_text": True},
+        visible_chars=seq * 100,
+        tools_in_flight=0,
+        cause={"message": "x" * 500},
+        inputs={"error": "y" * 500},
+    )
+
+
+def test_a_20000_chunk_result_has_a_short_repr(emulator: Emulator) -> None:
+    text = "word " * 20_000
+    calls = [ScriptedToolCall(f"tool_{n}", '{"path": "' + "p" * 5000 + '"}') for n in range(5)]
+    emulator.script(Scenario.build(text, reasoning="think " * 5000, tool_calls=calls, chunk_size=5))
+    client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="k")
+    with client:
+        result = fsm_agent.Session(trace=fsm_agent.MemorySink(record_wire=True)).stream(client, PARAMS)
+    assert result.content == text and len(result.tool_calls) == 5
+    for shown in (result, *result.tool_calls, result.usage, *result.records):
+        assert len(repr(shown)) <= LIMIT, repr(shown)
+    assert repr(result).startswith("StreamResult(content='word word") and "100,000 chars" in repr(result)
+    assert "tool_calls=['tool_0', 'tool_1', 'tool_2' +2]" in repr(result)
+
+
+def test_a_1000_step_report_has_a_short_repr_and_its_str_is_the_timeline() -> None:
+    records = [_record(n) for n in range(1, 1001)]
+    steps = [Step(n, "r" * 16, replayed=rec, recorded=rec) for n, rec in enumerate(records, 1)]
+    request = RequestReplay(request_id="r" * 16, mode="records", settings={"retries": 2}, overrides={})
+    request.steps.extend(steps)
+    report = ReplayReport(
+        source="/some/where/" + "d" * 300 + "/trace.jsonl", overrides={}, requests=[request]
+    )
+    for shown in (report, request, steps[0], records[0]):
+        assert len(repr(shown)) <= LIMIT, repr(shown)
+    assert "1000 step(s), matched" in repr(report)
+    timeline = str(report).splitlines()
+    assert len(timeline) > 1000 and "connecting -> streaming_text" in timeline[5]
+
+
+def test_session_emulator_and_sinks_say_what_they_are(tmp_path: Path) -> None:
+    session = fsm_agent.Session(retries=1, trace=fsm_agent.MemorySink())
+    assert repr(session).startswith("<Session retries=1,") and "stale_streak=0" in repr(session)
+    with Emulator() as emu:
+        assert repr(emu).startswith(f"<Emulator {emu.base_url}:")
+    assert "stopped" in repr(emu)
+    sink = fsm_agent.JsonlSink(tmp_path / "t.jsonl")
+    assert repr(sink) == f"JsonlSink({str(tmp_path / 't.jsonl')!r}, record_wire=False)"
+    sink.close()
+    assert repr(fsm_agent.MemorySink()) == "MemorySink(record_wire=False, lines=0)"
+
+
+def test_an_async_client_given_to_stream_is_a_clear_type_error(emulator: Emulator) -> None:
+    client = openai.AsyncOpenAI(base_url=emulator.openai_base_url, api_key="k")
+    with pytest.raises(TypeError, match=r"astream\(") as caught:
+        fsm_agent.Session().stream(client, PARAMS)
+    assert "AsyncOpenAI" in str(caught.value)
+    asyncio.run(client.close())
+    made: list[anthropic.AsyncAnthropic] = []
+
+    def factory() -> anthropic.AsyncAnthropic:
+        made.append(anthropic.AsyncAnthropic(base_url=emulator.anthropic_base_url, api_key="k"))
+        return made[-1]
+
+    with pytest.raises(TypeError, match="AsyncAnthropic"):
+        fsm_agent.Session().stream(factory, PARAMS)
+    assert len(made) == 1 and emulator.requests == []  # nothing was sent, no coroutine left unawaited
+    asyncio.run(made[0].close())
+
+
+def test_an_unknown_client_or_params_not_a_dict_is_a_clear_type_error() -> None:
+    with pytest.raises(TypeError, match="not an SDK client fsm_agent knows"):
+        fsm_agent.Session().stream(object(), PARAMS)
+    with pytest.raises(TypeError, match="not an SDK client fsm_agent knows"):
+        asyncio.run(fsm_agent.Session().astream(object(), PARAMS))
+    with pytest.raises(TypeError, match=r"params must be a dict .* not list"):
+        fsm_agent.Session().stream(openai.OpenAI(api_key="k"), [PARAMS])  # type: ignore[arg-type]
+
+
+def test_public_names_are_exported_once_without_clashes() -> None:
+    import fsm_agent.testing as testing
+
+    assert len(set(fsm_agent.__all__)) == len(fsm_agent.__all__)
+    assert not set(fsm_agent.__all__) & set(testing.__all__)
+    assert "ToolInputError" in fsm_agent.__all__ and issubclass(
+        fsm_agent.ToolInputError, fsm_agent.FsmAgentError
+    )
+    assert testing.ToolCall is testing.ScriptedToolCall  # the older name still works in tests
+    assert dataclasses.is_dataclass(fsm_agent.ToolCall) and fsm_agent.ToolCall is not testing.ToolCall
+
+
+def test_importing_the_package_changes_no_other_library_and_logs_nothing_by_default() -> None:
+    code = (
+        "import logging\n"
+        "before = {n: (l.level, list(l.handlers)) for n, l in logging.Logger.manager.loggerDict.items()"
+        " if isinstance(l, logging.Logger)}\n"
+        "import transitions, structlog\n"
+        "before = {n: (l.level, list(l.handlers)) for n, l in logging.Logger.manager.loggerDict.items()"
+        " if isinstance(l, logging.Logger)}\n"
+        "import fsm_agent, fsm_agent.session, fsm_agent.machine, fsm_agent.trace.replay, fsm_agent.testing\n"
+        "fsm_agent.Session\n"
+        "after = {n: (l.level, list(l.handlers)) for n, l in logging.Logger.manager.loggerDict.items()"
+        " if isinstance(l, logging.Logger) and n in before}\n"
+        "assert after == before, [(n, before[n], after[n]) for n in after if after[n] != before[n]]\n"
+        "own = logging.getLogger('fsm_agent').handlers\n"
+        "assert [type(h).__name__ for h in own] == ['NullHandler'], own\n"
+        "assert logging.getLogger('transitions').level == logging.NOTSET\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert logging.getLogger("transitions").level == logging.NOTSET
