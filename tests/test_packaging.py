@@ -11,7 +11,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # Distribution name -> the modules it provides, where they differ.
-PROVIDES = {"boto3": {"boto3", "botocore"}, "opentelemetry-api": {"opentelemetry"}, "google-genai": {"google"}}
+PROVIDES = {
+    "boto3": {"boto3", "botocore"},
+    "opentelemetry-api": {"opentelemetry"},
+    "google-genai": {"google"},
+}
 # Imported only where the library that needs it is already running (pytest loads its plugin).
 HOSTED = {"pytest"}
 # Extras that are tools of the project, not parts of the library a user imports.
