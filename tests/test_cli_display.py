@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import anthropic
 import openai
 import pytest
+from helpers import INSTANT
 from rich.console import Console
 
 import fsm_agent
@@ -125,7 +126,7 @@ def play(view_for: object, scenario: str, **session: object) -> tuple[StreamResu
         emulator.script(*DEMOS[scenario].script)
         client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="k", max_retries=0)
         with client:
-            s = fsm_agent.Session(trace=DisplaySink(view), **session)  # type: ignore[arg-type]
+            s = fsm_agent.Session(backoff=INSTANT, trace=DisplaySink(view), **session)  # type: ignore[arg-type]
             view.begin(["header"])
             result = s.stream(
                 client,

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import openai
 import pytest
+from helpers import INSTANT
 
 import fsm_agent
 
@@ -83,10 +84,10 @@ def test_default_demo_through_a_pipe(tmp_path: Path) -> None:
 
     states = re.findall(r"^\[state\] (\w+)  \(attempt (\d), \d+\.\d\d s\)$", out, re.M)
     assert [s for s, _ in states] == [
-        "connecting", "streaming_text", "streaming_tool", "retrying",
+        "connecting", "streaming_text", "streaming_tool", "retrying", "waiting",
         "connecting", "streaming_text", "streaming_tool", "finishing", "done",
     ]  # fmt: skip
-    assert [a for _, a in states] == ["1", "1", "1", "1", "2", "2", "2", "2", "2"]
+    assert [a for _, a in states] == ["1", "1", "1", "1", "1", "2", "2", "2", "2", "2"]
     assert out.count("[reasoning]\nThe user asks what the service configuration sets up.") == 2
     assert out.count("[end of reasoning]\nI'll read the configuration first") == 2
     assert re.search(r"\[tool\] read_file: cut off after \d+ B of arguments \(attempt 1\); not executed", out)
@@ -239,7 +240,7 @@ def test_emulate_serves_until_ctrl_c_or_sigterm(stop_signal: signal.Signals) -> 
         assert urls["endpoint_url"] == base.removesuffix("/v1")
         client = openai.OpenAI(base_url=base, api_key="anything", max_retries=0)
         with client:
-            result = fsm_agent.Session().stream(
+            result = fsm_agent.Session(backoff=INSTANT).stream(
                 client, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
             )
         assert result.content is not None and result.content.startswith(
