@@ -54,6 +54,8 @@ class Request:
     api: str | None
     stream: bool
     scenario: Scenario | None = field(default=None, repr=False)
+    # when the request was read (time.monotonic()): lets a test see when a client sent what
+    received_at: float = field(default_factory=time.monotonic, compare=False)
 
 
 def hint_headers(err: F.HttpError) -> dict[str, str]:
