@@ -241,3 +241,26 @@ def test_emulator_clients_of_each_api() -> None:
         chat.close()
         claude.close()
         bedrock.close()
+
+
+def test_the_status_bar_counts_a_wait_down() -> None:
+    """BO-4: in `waiting` the status bar shows the seconds left before the next attempt."""
+    clock = Clock()
+    p = Progress(max_attempts=3, clock=clock)
+    p.transition(record("idle", "connecting", 0))
+    p.transition(record("connecting", "retrying", 1))
+    waiting = TransitionRecord(
+        "r", 1, 2, 0.1, "closed", "retrying", "waiting", {"must_wait": True}, 0, 0,
+        inputs={"wait_s": 2.0, "wait_source": "retry-after"},
+    )  # fmt: skip
+    p.transition(waiting)
+    assert p.wait_left() == 2.0
+    console = Console(file=io.StringIO(), force_terminal=True, width=100, height=30)
+    view = LiveView(console, p)
+    clock.now += 0.5
+    assert p.wait_left() == 1.5
+    assert view._status_bar().plain.startswith(" state  waiting 1.5 s  │  attempt 1/3")
+    clock.now += 5
+    assert p.wait_left() == 0.0
+    p.transition(record("waiting", "connecting", 1))
+    assert p.wait_left() is None and "waiting" not in view._status_bar().plain.split("│")[0]

@@ -26,6 +26,7 @@ import fsm_agent
 from fsm_agent import Backoff
 from fsm_agent.testing import Emulator, HttpError, Scenario, Stall
 from fsm_agent.testing.faults import RetryAfterForm
+from fsm_agent.testing.registry import SCENARIOS
 
 ANSWER = "Rate limits are fine."
 MESSAGES: Any = [{"role": "user", "content": "hi"}]
@@ -256,6 +257,19 @@ def test_overloaded_529_twice_then_the_answer(bench: Bench) -> None:
     bench.script(fail(529), fail(529), ok())
     result = bench.stream(fsm_agent.Session(backoff=Backoff(base=0.02)))
     assert result.content == ANSWER and result.attempts == 3
+    bench.assert_clean()
+
+
+@pytest.mark.parametrize("demo", ["rate-limited", "overloaded"])
+def test_the_demo_scripts_end_complete(bench: Bench, demo: str) -> None:
+    """What `fsm-agent demo rate-limited|overloaded` plays, on every API (waits kept short here)."""
+    bench.script(*SCENARIOS[demo])
+    notices = Notices()
+    result = bench.stream(fsm_agent.Session(backoff=Backoff(base=0.02)), on_status=notices)
+    assert result.content and result.finish_reason == "stop" and not result.stub
+    sources = [source for _, source in waits(result)]
+    assert sources == (["retry-after"] if demo == "rate-limited" else ["backoff", "backoff"])
+    assert sum(message.startswith("waiting") for _, message in notices.items) == len(sources)
     bench.assert_clean()
 
 
