@@ -232,10 +232,10 @@ def main() -> int:
     extra = wait_cpu(args.runs, args.wait)
     print(
         f"2. CPU of the process during a {args.wait:g} s wait (waiting request - same request "
-        f"without the wait, s; goal < 0.02), {args.runs} runs"
+        f"without the wait, ms; goal < 20 ms), {args.runs} runs"
     )
     for mode, values in extra.items():
-        print(f"   {mode:<5}  {spread(values, unit=1)}")
+        print(f"   {mode:<5}  {spread(values)}")
 
     n, k = args.concurrency, args.endpoints
     print(f"3. {n} concurrent async requests over {k} endpoints, first answer of each a 429 with a 1 s hint")
