@@ -12,7 +12,7 @@ OLD_STAMP := $(OLD_VENV)/.installed-stamp
 OLD_SDKS := 'openai>=1.40,<2' 'anthropic>=0.40,<1'
 OLD_SDK_TESTS = $(sort $(wildcard tests/test_chat_*.py tests/test_anthropic_*.py tests/test_responses*.py \
 	tests/test_async_*.py tests/test_bedrock*.py tests/test_cross_provider.py \
-	tests/test_*resilience*.py tests/test_backoff*.py tests/test_sdk_internals.py tests/test_user_surface.py \
+	tests/test_*resilience*.py tests/test_backoff*.py tests/test_rate_limits.py tests/test_sdk_internals.py tests/test_user_surface.py \
 	tests/test_pytest_plugin.py tests/test_examples.py))
 
 .PHONY: demo test test-old-sdks docs lint diagrams bench clean

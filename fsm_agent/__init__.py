@@ -24,6 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers and doc tools
     from typing import Any
 
+    from .backoff import Backoff
     from .errors import (
         EmptyStreamError,
         FsmAgentError,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
         ToolInputError,
         TraceFormatError,
     )
+    from .health import MemoryHealth
     from .result import StreamResult, ToolCall, Usage
     from .session import Session
     from .trace.replay import replay
@@ -47,11 +49,13 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
 # Public name -> the module that defines it. One line per name: adding a name is adding a line here,
 # one under TYPE_CHECKING above, and one in __all__.
 _WHERE: dict[str, str] = {
+    "Backoff": ".backoff",
     "EmptyStreamError": ".errors",
     "FsmAgentError": ".errors",
     "IncompleteStreamError": ".errors",
     "JsonlSink": ".trace.sinks",
     "MachineError": ".errors",
+    "MemoryHealth": ".health",
     "MemorySink": ".trace.sinks",
     "ProviderStreamError": ".errors",
     "ProviderUnresponsiveError": ".errors",
@@ -70,11 +74,13 @@ _WHERE: dict[str, str] = {
 }
 
 __all__ = [
+    "Backoff",
     "EmptyStreamError",
     "FsmAgentError",
     "IncompleteStreamError",
     "JsonlSink",
     "MachineError",
+    "MemoryHealth",
     "MemorySink",
     "ProviderStreamError",
     "ProviderUnresponsiveError",

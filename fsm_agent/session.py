@@ -1,23 +1,30 @@
-"""Session: the public entry point. Settings, session memory, and one machine per request.
+"""Session: the public entry point. Settings, endpoint health, and one machine per request.
 
-Session memory (`streaming_disabled`, `stream_options_unsupported`, `stale_streak`) outlives a
-request, as a provider's quirks do, and is updated only through `_remember` under a lock, so
-concurrent requests may share a session. The session never reads the wire itself.
+What a session learns outlives a request, as a provider's quirks do, and is kept per endpoint
+(HL-1) in its health store (`MemoryHealth` unless given one): each request reads its endpoint's
+health once at the start and writes it only on change, through its `EndpointLink`. The readable
+attributes `streaming_disabled`, `stream_options_unsupported` and `stale_streak` show the health of
+the endpoint of the session's latest request. The session never reads the wire itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import random
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .backoff import Backoff
 from .drivers.common import Callbacks, ClientSource, check_client, is_async_client
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
+from .endpoint import EndpointLink, HealthSettings, StartFacts, endpoint_key
 from .guards import RequestContext
+from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
 from .logs import log_record
 from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
@@ -47,6 +54,9 @@ class RequestPlan:
     params: dict[str, Any]
     machine: RequestMachine
     stale_timeout: float
+    link: EndpointLink
+    api: str
+    model: str | None
     telemetry: RequestTelemetry | None = None  # OT-1: this request's spans and metrics
 
 
@@ -80,6 +90,14 @@ class Session:
         trace: Where to write the transition records (TR-1): a path (JSON Lines, created
             owner-only), a sink (`JsonlSink`, `MemorySink`), or None for none.
         record_wire: Also write every wire event, with its text, to the trace (TR-2).
+        backoff: How long to wait between attempts (BO-2): a `Backoff(base, cap, max_wait)`; a
+            server's retry-after hint comes first, and a hint over `max_wait` is not waited out
+            (BO-3). None means `Backoff()`: full jitter from 0.5 s, capped at 8 s, hints up to
+            60 s. `Backoff(base=0)` retries at once.
+        breaker_cooldown: Seconds after the stall breaker trips (WD-3) before one request is let
+            through as a probe (BO-7).
+        health: Where endpoint health is kept (HL-1): None for an in-process `MemoryHealth()`;
+            a shared store (`RedisHealth`) lets every process see it (HL-2).
         max_bytes: The cap on one request's accumulated bytes (SEC-2); default 64 MiB.
         telemetry: OpenTelemetry spans and metrics for every request when `opentelemetry-api` is
             installed (OT-1, OT-2); a no-op until the application configures the OpenTelemetry
@@ -105,11 +123,25 @@ class Session:
         unsupported: str = "fallback",
         trace: Any = None,
         *,
+        backoff: Backoff | None = None,
+        breaker_cooldown: float = 60.0,
+        health: HealthStore | None = None,
         record_wire: bool = False,
         max_bytes: int = DEFAULT_MAX_BYTES,
         telemetry: bool = True,
         telemetry_content: bool | None = None,
     ) -> None:
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise TypeError(f"backoff must be a fsm_agent.Backoff, not {type(backoff).__name__}")
+        if (
+            isinstance(breaker_cooldown, bool)
+            or not isinstance(breaker_cooldown, (int, float))
+            or not math.isfinite(breaker_cooldown)
+            or breaker_cooldown < 0
+        ):
+            raise ValueError(f"breaker_cooldown must be a finite number >= 0, not {breaker_cooldown!r}")
+        if health is not None and not isinstance(health, HealthStore):
+            raise TypeError("health must offer get/update/aget/aupdate (fsm_agent.MemoryHealth, RedisHealth)")
         if unsupported not in _UNSUPPORTED_MODES:
             raise ValueError(f"unsupported must be 'fallback' or 'raise', not {unsupported!r}")
         if stale_timeout is not None and stale_timeout <= 0:
@@ -122,19 +154,37 @@ class Session:
         self.trace = resolve_sink(trace, record_wire=record_wire)  # TR-1, TR-2
         self.telemetry = telemetry
         self._telemetry = _open_telemetry(telemetry, telemetry_content)  # OT-1
-        self.streaming_disabled = False
-        self.stream_options_unsupported = False
-        self.stale_streak = 0
+        self.backoff = backoff if backoff is not None else Backoff()  # BO-2
+        self.breaker_cooldown = float(breaker_cooldown)  # BO-7
+        self.health: HealthStore = health if health is not None else MemoryHealth()  # HL-1
+        self._latest: EndpointKey | None = None
         self._lock = threading.Lock()
         self._in_flight: set[Interruptible] = set()
+        self._seeds = random.SystemRandom()  # never the caller's (possibly seeded) global RNG
+
+    # -- the health of the latest request's endpoint (HL-1) --------------------------------------
+    def _latest_health(self) -> EndpointHealth:
+        key = self._latest
+        return self.health.get(key) if key is not None else EndpointHealth()
+
+    @property
+    def streaming_disabled(self) -> bool:
+        return self._latest_health().streaming_disabled
+
+    @property
+    def stream_options_unsupported(self) -> bool:
+        return self._latest_health().stream_options_unsupported
+
+    @property
+    def stale_streak(self) -> int:
+        return self._latest_health().stale_streak
 
     def __repr__(self) -> str:
-        with self._lock:
-            memory = (
-                f"streaming_disabled={self.streaming_disabled}, "
-                f"stream_options_unsupported={self.stream_options_unsupported}, "
-                f"stale_streak={self.stale_streak}"
-            )
+        memory = (
+            f"streaming_disabled={self.streaming_disabled}, "
+            f"stream_options_unsupported={self.stream_options_unsupported}, "
+            f"stale_streak={self.stale_streak}"
+        )
         trace = "" if self.trace is None else f", trace={type(self.trace).__name__}"
         return (
             f"<Session retries={self.retries}, stale_timeout={self._stale_timeout}, "
@@ -196,6 +246,7 @@ class Session:
                 raised as the SDK's exception (its connection error, its HTTP status errors).
         """
         plan = self._plan(client_or_factory, params, api)
+        self._begin(plan, plan.link.begin())
         watchdog = Watchdog(plan.stale_timeout, interrupt)
         driver = SyncDriver(
             machine=plan.machine,
@@ -204,15 +255,21 @@ class Session:
             params=plan.params,
             callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity),
             watchdog=watchdog,
-            remember=self._remember,
+            health=plan.link,
             max_bytes=self.max_bytes,
         )
         with self._in_flight_as(watchdog):
-            if plan.telemetry is None:
-                return driver.run()
-            with plan.telemetry as observer:  # OT-1: never changes the outcome (OT-3)
-                result = driver.run()
-                observer.succeeded(result)
+            try:
+                if plan.telemetry is None:
+                    result = driver.run()
+                else:
+                    with plan.telemetry as observer:  # OT-1: never changes the outcome (OT-3)
+                        result = driver.run()
+                        observer.succeeded(result)
+            except BaseException as exc:
+                plan.link.finish(exc)
+                raise
+            plan.link.finish(None)
             return result
 
     async def astream(
@@ -263,14 +320,20 @@ class Session:
         from .drivers.aio import run_async
 
         plan = self._plan(client_or_factory, params, api, in_async=True)
+        self._begin(plan, await plan.link.abegin())
         callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
-        if plan.telemetry is None:
-            result: StreamResult = await run_async(self, plan, callbacks, interrupt)
-            return result
-        # Entered in the caller's task: the request span is a child of the caller's current span.
-        with plan.telemetry as observer:
-            result = await run_async(self, plan, callbacks, interrupt)
-            observer.succeeded(result)
+        try:
+            if plan.telemetry is None:
+                result: StreamResult = await run_async(self, plan, callbacks, interrupt)
+            else:
+                # Entered in the caller's task: the request span is a child of the caller's span.
+                with plan.telemetry as observer:
+                    result = await run_async(self, plan, callbacks, interrupt)
+                    observer.succeeded(result)
+        except BaseException as exc:
+            await plan.link.afinish(exc)
+            raise
+        await plan.link.afinish(None)
         return result
 
     def interrupt(self) -> None:
@@ -302,26 +365,44 @@ class Session:
             if not is_async_client(source.peek()):
                 source.release()
             raise
-        api_name = api or infer_api(source.peek(), params)
+        client = source.peek()
+        api_name = api or infer_api(client, params)
         adapter = adapter_for(api_name)
-        observer = self._observe(source, api_name, adapter.model_of(params), params)
-        plan = RequestPlan(
-            source=source,
-            adapter=adapter,
-            params=dict(params),
-            machine=self._new_machine(observer),
-            stale_timeout=self.stale_timeout_for(adapter.model_of(params)),
-            telemetry=observer,
+        model = adapter.model_of(params)
+        observer = self._observe(source, api_name, model, params)
+        machine = self._new_machine(observer)
+        stale_timeout = self.stale_timeout_for(model)
+        key = endpoint_key(api_name, client, model)
+        settings = HealthSettings(
+            stale_giveup=self.stale_giveup,
+            breaker_cooldown=self.breaker_cooldown,
+            # a probe whose process died frees the half-open slot after the longest a request lasts
+            probe_lease=stale_timeout * (self.retries + 1) + self.backoff.max_wait * self.retries,
         )
+        link = EndpointLink(self.health, key, settings, machine.request_id)
+        with self._lock:
+            self._latest = key
+        return RequestPlan(
+            source, adapter, dict(params), machine, stale_timeout, link, api_name, model, observer
+        )
+
+    def _begin(self, plan: RequestPlan, facts: StartFacts) -> None:
+        """The endpoint's health as the request starts: into its context, and the trace header."""
+        ctx = plan.machine.ctx
+        ctx.stale_streak = facts.stale_streak
+        ctx.streaming_disabled = facts.streaming_disabled
+        ctx.stream_options_unsupported = facts.stream_options_unsupported
+        ctx.cooldown_s = facts.cooldown_s
+        ctx.breaker_probe = facts.breaker_probe
+        ctx.breaker_retry_at = facts.breaker_retry_at
         if self.trace is not None:  # the request's header line: what replay rebuilds it from
             write_request_header(
                 self.trace,
                 plan.machine,
-                api=api_name,
-                model=adapter.model_of(params),
+                api=plan.api,
+                model=plan.model,
                 stale_timeout=plan.stale_timeout,
             )
-        return plan
 
     @contextlib.contextmanager
     def _in_flight_as(self, handle: Interruptible) -> Iterator[None]:
@@ -347,15 +428,16 @@ class Session:
         return self._telemetry.request(api=api, model=model, params=params, client=client)
 
     def _new_machine(self, observer: RequestTelemetry | None = None) -> RequestMachine:
-        with self._lock:
-            ctx = RequestContext(
-                retries=self.retries,
-                unsupported=self.unsupported,
-                stale_giveup=self.stale_giveup,
-                stale_streak=self.stale_streak,
-                streaming_disabled=self.streaming_disabled,
-                stream_options_unsupported=self.stream_options_unsupported,
-            )
+        backoff = self.backoff
+        ctx = RequestContext(
+            retries=self.retries,
+            unsupported=self.unsupported,
+            stale_giveup=self.stale_giveup,
+            backoff_base=backoff.base,
+            backoff_cap=backoff.cap,
+            max_wait=backoff.max_wait,
+            seed=self._seeds.getrandbits(32),  # BO-5: recorded, so replay draws the same jitter
+        )
         request_id = uuid.uuid4().hex[:16]
         sink = self.trace
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
@@ -371,17 +453,6 @@ class Session:
         log_record(record)
         if self.trace is not None:
             self.trace.write_record(record)
-
-    def _remember(self, fact: str) -> None:
-        with self._lock:
-            if fact == "stall":
-                self.stale_streak += 1
-            elif fact == "success":
-                self.stale_streak = 0
-            elif fact == "stream_options_unsupported":
-                self.stream_options_unsupported = True
-            elif fact == "streaming_disabled":
-                self.streaming_disabled = True
 
 
 def _both(

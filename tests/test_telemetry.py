@@ -17,6 +17,7 @@ import boto3
 import botocore.config
 import openai
 import pytest
+from helpers import INSTANT
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
@@ -183,7 +184,8 @@ def run(
     emu.script(*scenarios)
     client = api.make(emu)
     try:
-        return (session or fsm_agent.Session()).stream(client, dict(api.params), api=api.name, **kw)
+        session = session or fsm_agent.Session(backoff=INSTANT)
+        return session.stream(client, dict(api.params), api=api.name, **kw)
     finally:
         _close(client)
 
@@ -239,7 +241,11 @@ def test_success(otel: Otel, emulator: Emulator, api: Api) -> None:
         ("end", "finishing", "done"),
     ]
     start = root.events[0].attributes
-    assert start["fsm_agent.guards"] == ("breaker_tripped=false", "streaming_disabled=false")
+    assert start["fsm_agent.guards"] == (
+        "breaker_tripped=false",
+        "cooling_down=false",
+        "streaming_disabled=false",
+    )
     assert tree.phases() == [("fsm_agent.attempt", "done", StatusCode.UNSET)]
     assert tree.children[0].attributes["fsm_agent.attempt"] == 1
     assert_no_content(otel.spans())
@@ -300,7 +306,7 @@ def test_stub(otel: Otel, emulator: Emulator, api: Api) -> None:
 
 
 def test_stall(otel: Otel, emulator: Emulator, api: Api) -> None:
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(stale_timeout=0.3, backoff=INSTANT)
     result = run(
         api,
         emulator,

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from ..trace.timeline import format_report
-from .args import non_negative_int, positive_seconds
+from .args import non_negative_int, non_negative_seconds, positive_seconds
 
 __all__ = ["add_arguments", "format_report", "run"]
 
@@ -30,6 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--unsupported", choices=("fallback", "raise"), default=None)
     parser.add_argument("--stale-giveup", type=non_negative_int, default=None)
+    parser.add_argument(
+        "--backoff-base", type=non_negative_seconds, default=None, help="what if Backoff(base=S)"
+    )
+    parser.add_argument(
+        "--backoff-cap", type=non_negative_seconds, default=None, help="what if Backoff(cap=S)"
+    )
+    parser.add_argument(
+        "--max-wait", type=non_negative_seconds, default=None, help="what if Backoff(max_wait=S)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
         "stale_timeout": args.stale_timeout,
         "unsupported": args.unsupported,
         "stale_giveup": args.stale_giveup,
+        "backoff_base": args.backoff_base,
+        "backoff_cap": args.backoff_cap,
+        "max_wait": args.max_wait,
     }
     try:
         report = replay(args.file, request_id=args.request, **settings)
