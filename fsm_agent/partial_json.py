@@ -64,7 +64,18 @@ _LITERALS: dict[str, tuple[str, Any]] = {"t": ("true", True), "f": ("false", Fal
 class PartialJson:
     """One JSON text read piece by piece; `value()` is the value so far."""
 
-    __slots__ = ("_hold", "_in_key", "_mode", "_number", "_offset", "_root", "_stack", "_text", "failed", "version")
+    __slots__ = (
+        "_hold",
+        "_in_key",
+        "_mode",
+        "_number",
+        "_offset",
+        "_root",
+        "_stack",
+        "_text",
+        "failed",
+        "version",
+    )
 
     def __init__(self) -> None:
         self._mode = _VALUE
@@ -159,7 +170,7 @@ class PartialJson:
 
     def _put(self, value: Any, shown: bool = False) -> None:
         """A value is complete: it joins its container (or becomes the root). `shown`: it was
-        already part of the value (a container closing), so only the root's completion is news."""
+        already part of the value (a string or container closing): no news, nothing to deliver."""
         stack = self._stack
         if not stack:
             self._root = value
@@ -173,15 +184,14 @@ class PartialJson:
                 container[frame[1]] = value
                 frame[1] = None
             self._mode = _AFTER_VALUE
-            if shown:
-                return
-        self.version += 1
+        if not shown:
+            self.version += 1
 
     def _close(self) -> None:
         container = self._stack.pop()[0]
         self._put(container, shown=True)
 
-    def _scan(self, text: str) -> None:  # noqa: C901 - one loop over the modes reads best here
+    def _scan(self, text: str) -> None:
         n = len(text)
         i = 0
         mode = self._mode
@@ -207,7 +217,7 @@ class PartialJson:
                             self._stack[-1][1] = string
                             mode = self._mode = _COLON
                         else:
-                            self._put(string)
+                            self._put(string, shown=True)
                             mode = self._mode
                         string = ""
                     elif char == "\\":
@@ -247,7 +257,7 @@ class PartialJson:
                     else:
                         raise self._fail("expected ',' or the container's close", text, i)
                     i += 1
-                elif mode == _VALUE or mode == _VALUE_OR_CLOSE:
+                elif mode in (_VALUE, _VALUE_OR_CLOSE):
                     if char == '"':
                         mode = self._mode = _STRING
                         self._in_key = False
@@ -283,7 +293,7 @@ class PartialJson:
                         i += 1
                     else:
                         raise self._fail("expected a value", text, i)
-                elif mode == _KEY_OR_CLOSE or mode == _KEY:
+                elif mode in (_KEY_OR_CLOSE, _KEY):
                     if char == '"':
                         mode = self._mode = _STRING
                         self._in_key = True

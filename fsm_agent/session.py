@@ -88,16 +88,17 @@ class Session:
         on_status: Callable[[str], Any] | None = None,
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
+        on_tool_args: Callable[[int, str, Any], Any] | None = None,
     ) -> StreamResult:
         """Run one streaming request to its end; see SPEC §1."""
-        plan = self._plan(client_or_factory, params, api)
+        plan = self._plan(client_or_factory, params, api, watch_tool_args=on_tool_args is not None)
         watchdog = Watchdog(plan.stale_timeout, interrupt)
         driver = SyncDriver(
             machine=plan.machine,
             source=plan.source,
             adapter=plan.adapter,
             params=plan.params,
-            callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity),
+            callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args),
             watchdog=watchdog,
             remember=self._remember,
             max_bytes=self.max_bytes,
@@ -116,12 +117,13 @@ class Session:
         on_status: Callable[[str], Any] | None = None,
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
+        on_tool_args: Callable[[int, str, Any], Any] | None = None,
     ) -> StreamResult:
         """`stream()` for async clients: the same machine, run by the asyncio driver."""
         from .drivers.aio import run_async
 
-        plan = self._plan(client_or_factory, params, api)
-        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
+        plan = self._plan(client_or_factory, params, api, watch_tool_args=on_tool_args is not None)
+        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
         result: StreamResult = await run_async(self, plan, callbacks, interrupt)
         return result
 
@@ -136,7 +138,14 @@ class Session:
         return resolve_stale_timeout(self._stale_timeout, model)
 
     # -- internals -------------------------------------------------------------------------------
-    def _plan(self, client_or_factory: Any, params: dict[str, Any], api: str | None) -> RequestPlan:
+    def _plan(
+        self,
+        client_or_factory: Any,
+        params: dict[str, Any],
+        api: str | None,
+        *,
+        watch_tool_args: bool = False,
+    ) -> RequestPlan:
         if not isinstance(params, dict):
             raise TypeError("params must be a dict of the SDK's request keyword arguments")
         source = ClientSource(client_or_factory)
@@ -146,7 +155,7 @@ class Session:
             source=source,
             adapter=adapter,
             params=dict(params),
-            machine=self._new_machine(),
+            machine=self._new_machine(watch_tool_args),
             stale_timeout=self.stale_timeout_for(adapter.model_of(params)),
         )
         if self.trace is not None:  # the request's header line: what replay rebuilds it from
@@ -170,7 +179,7 @@ class Session:
             with self._lock:
                 self._in_flight.discard(handle)
 
-    def _new_machine(self) -> RequestMachine:
+    def _new_machine(self, watch_tool_args: bool = False) -> RequestMachine:
         with self._lock:
             ctx = RequestContext(
                 retries=self.retries,
@@ -183,7 +192,13 @@ class Session:
         request_id = uuid.uuid4().hex[:16]
         sink = self.trace
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
-        machine = RequestMachine(ctx, request_id=request_id, on_record=self._log_record, on_event=recorder)
+        machine = RequestMachine(
+            ctx,
+            request_id=request_id,
+            on_record=self._log_record,
+            on_event=recorder,
+            watch_tool_args=watch_tool_args,
+        )
         if recorder is not None:
             recorder.attach(machine)
         return machine

@@ -4,6 +4,7 @@ to JSON; every character is read a bounded number of times."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -76,7 +77,7 @@ def test_values_only_grow_and_the_last_is_json_loads(case: tuple[str, list[int]]
     assert shown, "a complete value is always shown"
     assert shown[-1] == expected
     assert reader.value() == expected
-    for before, after in zip(shown, shown[1:], strict=False):
+    for before, after in itertools.pairwise(shown):
         assert grows(before, after), (before, after)
 
 
@@ -84,7 +85,7 @@ def test_values_only_grow_and_the_last_is_json_loads(case: tuple[str, list[int]]
 @given(values)
 def test_one_character_at_a_time(value: Any) -> None:
     text = json.dumps(value, ensure_ascii=False)
-    shown, reader = read_in_pieces(text, list(range(len(text))))
+    shown, _reader = read_in_pieces(text, list(range(len(text))))
     assert shown[-1] == json.loads(text)
 
 
@@ -125,7 +126,18 @@ def test_a_lone_high_surrogate_escape_stays_as_json_loads_reads_it() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ['{"a" 1}', '{"a": tru}', "[1,]", '{"a": "\x01"}', "{} x", "[01]", '{"a": "\\x"}', '["\\u12g4"]', "{,}", "]"],
+    [
+        '{"a" 1}',
+        '{"a": tru}',
+        "[1,]",
+        '{"a": "\x01"}',
+        "{} x",
+        "[01]",
+        '{"a": "\\x"}',
+        '["\\u12g4"]',
+        "{,}",
+        "]",
+    ],
 )
 def test_invalid_json_raises_where_it_stops_being_json(text: str) -> None:
     with pytest.raises(json.JSONDecodeError):
@@ -152,14 +164,15 @@ def test_a_text_cut_short(text: str) -> None:
         reader.end()
 
 
-def test_whitespace_and_closing_brackets_are_no_news() -> None:
+def test_whitespace_closing_quotes_and_brackets_are_no_news() -> None:
     reader = PartialJson()
-    assert reader.feed('{"a": [1, {"b": "c"')
-    assert not reader.feed("   ")
+    assert reader.feed('{"a": [1, {"b": "c')
+    assert not reader.feed('"   ')
     assert not reader.feed("}")  # the inner object was already shown whole
     assert not reader.feed("]")
-    assert reader.feed("}")  # the root closing completes the value: that is news
+    assert not reader.feed("}")  # the root closing completes the value but shows nothing new
     assert reader.complete
+    assert reader.value() == {"a": [1, {"b": "c"}]}
 
 
 def test_each_character_is_read_a_bounded_number_of_times() -> None:

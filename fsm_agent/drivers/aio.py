@@ -192,6 +192,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         deliver = delivery.outputs
         clock = time.monotonic
         t0 = self._t0
+        watching = machine.watch_tool_args
         async for chunk in chunks:
             # From here until the next read, time is the caller's (on_activity, deltas), not silence.
             watchdog.hold()
@@ -203,11 +204,15 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                     watchdog.touch()
                 t = clock() - t0
                 for event in events:
+                    if watching and machine.tool_args_due_before(event):
+                        await self._deliver_args()
                     outputs = machine.feed(event, t)
                     if outputs:
                         control = await deliver(outputs)
                         if control:
                             return control
+                if watching:
+                    await self._deliver_args()  # once per read, per call that grew (ACC-11)
             finally:
                 watchdog.release()
             if pipeline.done or watchdog.fired is not None:
@@ -216,6 +221,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return ()
         t = self._now()
         for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            if watching and machine.tool_args_due_before(event):
+                await self._deliver_args()
             outputs = machine.feed(event, t)
             if outputs:
                 control = await deliver(outputs)
@@ -229,6 +236,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         translator = self.adapter.translator()
         count = 0
         watchdog = self.watchdog
+        watching = machine.watch_tool_args
         async for obj in objects:
             count += 1
             watchdog.touch()
@@ -238,9 +246,13 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             try:
                 await self.delivery.activity(activity_label(obj))
                 for event in events:
+                    if watching and machine.tool_args_due_before(event):
+                        await self._deliver_args()
                     control = await self.delivery.outputs(machine.feed(event, t))
                     if control:
                         return control
+                if watching:
+                    await self._deliver_args()
             finally:
                 watchdog.release()
             if watchdog.fired is not None:
@@ -250,6 +262,11 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         return await self.delivery.outputs(self._end_objects(translator, count))
 
     # -- delivering to the caller ----------------------------------------------------------------------
+    async def _deliver_args(self) -> None:
+        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError)."""
+        if self.machine.acc.args_due:
+            await self.delivery.outputs(self.machine.take_tool_args())
+
     async def _deliver(self, output: Any) -> Decided:
         try:
             await self.delivery.outputs((output,))
@@ -285,6 +302,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return interrupted
         try:
             await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
+            await self._deliver_args()  # the whole answer's calls: their final values, once
         except CallbackError as exc:
             return self._callback_failed(exc)
         return self._feed_control(FallbackDelivered())
