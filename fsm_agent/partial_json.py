@@ -27,7 +27,9 @@ Never performs I/O, never logs; invalid JSON raises `PartialJsonError` and the r
 
 from __future__ import annotations
 
+import json.decoder
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["PartialJson", "PartialJsonError"]
@@ -49,16 +51,33 @@ _COLON = 7
 _DONE = 8  # the root value is complete: whitespace only
 
 _WS = re.compile(r"[ \t\n\r]*")
-_STR_RUN = re.compile(r'[^"\\\x00-\x1f]*')
+# The characters and whole escapes of a string (stops at its close, a cut escape or a bad one).
+_STR_BODY = re.compile(r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*')
+# What may still become an escape once more text arrives.
+_ESCAPE_START = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?")
+_HIGH_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
 _NUM_RUN = re.compile(r"[0-9eE.+\-]*")
 _NUMBER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
-_LOW_ESCAPE = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 # What may still become a low-surrogate escape once more text arrives.
 _LOW_ESCAPE_PREFIX = re.compile(r"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]{0,2})?)?)?)?")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+# json's own string scanner (C), which json.loads uses: strict, surrogate pairs joined.
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _LITERALS: dict[str, tuple[str, Any]] = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
+
+
+def _cuts_a_pair(text: str, start: int, end: int) -> bool:
+    """The run text[start:end] ends with a high-surrogate escape (a real one: an odd number of
+    backslashes) and the text ends where a low-surrogate escape could still follow."""
+    at = end - 6
+    if at < start or _HIGH_ESCAPE.fullmatch(text, at, end) is None:
+        return False
+    if _LOW_ESCAPE_PREFIX.fullmatch(text, end) is None:
+        return False
+    slashes = 0
+    while at - slashes >= start and text[at - slashes] == "\\":
+        slashes += 1
+    return slashes % 2 == 1
 
 
 class PartialJson:
@@ -202,15 +221,23 @@ class PartialJson:
         try:
             while i < n:
                 if mode == _STRING:
-                    j = _STR_RUN.match(text, i).end()  # type: ignore[union-attr]
+                    # A run of characters and whole escapes, decoded at once by json's C scanner.
+                    j = _STR_BODY.match(text, i).end()  # type: ignore[union-attr]
+                    rest = text[j : j + 12]
+                    ends = j == n or (rest[0] == "\\" and _ESCAPE_START.fullmatch(text, j) is not None)
+                    if ends and _cuts_a_pair(text, i, j):
+                        j -= 6  # a high surrogate whose low half may follow: keep the pair whole
                     if j > i:
-                        string += text[i:j]
+                        run = text[i:j]
+                        string += _scanstring(run + '"', 0)[0] if "\\" in run else run
                         if not self._in_key:
                             self.version += 1
-                        i = j
-                        if i == n:
-                            break
-                    char = text[i]
+                    if ends:  # what is left is an escape cut short: wait for the rest
+                        self._hold = text[j:]
+                        i = n
+                        break
+                    i = j
+                    char = rest[0]
                     if char == '"':
                         i += 1
                         if self._in_key:
@@ -221,14 +248,7 @@ class PartialJson:
                             mode = self._mode
                         string = ""
                     elif char == "\\":
-                        decoded, width = self._escape(text, i)
-                        if width == 0:  # cut short: wait for the rest
-                            self._hold = text[i:]
-                            break
-                        string += decoded
-                        if not self._in_key:
-                            self.version += 1
-                        i += width
+                        raise self._fail("bad escape", text, i)
                     else:
                         raise self._fail("control character in a string", text, i)
                     continue
@@ -312,32 +332,3 @@ class PartialJson:
                     raise self._fail("extra data after the JSON value", text, i)
         finally:
             self._text = string
-
-    def _escape(self, text: str, at: int) -> tuple[str, int]:
-        """The escape at `at` (a backslash): its characters and width, or ("", 0) if cut short."""
-        kind = text[at + 1 : at + 2]
-        if not kind:
-            return "", 0
-        simple = _SIMPLE_ESCAPES.get(kind)
-        if simple is not None:
-            return simple, 2
-        if kind != "u":
-            raise self._fail("bad escape", text, at)
-        digits = text[at + 2 : at + 6]
-        if len(digits) < 4:
-            if _HEX4.match(digits + "0000"[len(digits) :]) is None:
-                raise self._fail("bad \\u escape", text, at)
-            return "", 0
-        if _HEX4.fullmatch(digits) is None:
-            raise self._fail("bad \\u escape", text, at)
-        code = int(digits, 16)
-        if not 0xD800 <= code <= 0xDBFF:
-            return chr(code), 6
-        # A high surrogate: paired with a low-surrogate escape right after it, if one follows.
-        after = text[at + 6 : at + 12]
-        if _LOW_ESCAPE.fullmatch(after):
-            low = int(after[2:], 16)
-            return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), 12
-        if len(after) < 6 and at + 6 + len(after) == len(text) and _LOW_ESCAPE_PREFIX.fullmatch(after):
-            return "", 0
-        return chr(code), 6
