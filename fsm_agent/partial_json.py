@@ -18,9 +18,12 @@ fragments of a fixed size, the total cost is quadratic in the size of the text. 
 to resume a parse, so this module keeps its own state instead.
 
 Cost of `value()`: a shallow copy of each open container (closed ones are shared, never copied
-again), and the open string as it stands. The open string is grown in place by CPython when no
-one else holds it, so a caller that does not keep earlier values pays linear time overall.
-Values are shared between calls: treat them as read-only.
+again) and the open string as it stands: a new `str` must be made for it, since the caller may
+hold the previous one. The open string is grown in place by CPython when no one else holds it.
+So reading costs linear time in the text; building a value costs the size of the open string
+plus the entries of the open containers (small for tool arguments: a few keys and one growing
+string; large for an array of many thousands of entries still open). Values share their finished
+parts between calls: treat them as read-only. Nesting deeper than `MAX_DEPTH` is refused.
 
 Never performs I/O, never logs; invalid JSON raises `PartialJsonError` and the reader stays failed.
 """
@@ -32,7 +35,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PartialJson", "PartialJsonError"]
+__all__ = ["MAX_DEPTH", "PartialJson", "PartialJsonError"]
+
+# Deeper nesting is refused (json.loads itself gives up near 1,000 levels): every value() copies
+# each open container, so an adversarial `[[[[…` must not make each read cost its whole depth.
+MAX_DEPTH = 256
 
 
 class PartialJsonError(ValueError):
@@ -284,11 +291,15 @@ class PartialJson:
                         self.version += 1  # an empty string is already a value
                         i += 1
                     elif char == "{":
+                        if len(self._stack) >= MAX_DEPTH:
+                            raise self._fail(f"nested deeper than {MAX_DEPTH}", text, i)
                         self._stack.append([{}, None])
                         mode = self._mode = _KEY_OR_CLOSE
                         self.version += 1
                         i += 1
                     elif char == "[":
+                        if len(self._stack) >= MAX_DEPTH:
+                            raise self._fail(f"nested deeper than {MAX_DEPTH}", text, i)
                         self._stack.append([[], None])
                         mode = self._mode = _VALUE_OR_CLOSE
                         self.version += 1

@@ -185,3 +185,15 @@ def test_each_character_is_read_a_bounded_number_of_times() -> None:
         longest_hold = max(longest_hold, len(reader._hold))
     assert reader.complete and reader.value() == json.loads(body)
     assert longest_hold <= 12
+
+
+def test_nesting_deeper_than_max_depth_is_refused() -> None:
+    """An adversarial `[[[[…` cannot make every value() cost its depth: refused like invalid JSON."""
+    from fsm_agent.partial_json import MAX_DEPTH
+
+    reader = PartialJson()
+    reader.feed("[" * MAX_DEPTH + "1" + "]" * MAX_DEPTH)
+    assert reader.complete
+    deep = PartialJson()
+    with pytest.raises(PartialJsonError, match="nested deeper"):
+        deep.feed("[" * (MAX_DEPTH + 1))
