@@ -19,7 +19,7 @@ to resume a parse, so this module keeps its own state instead.
 
 Cost of `value()`: a shallow copy of each open container (closed ones are shared, never copied
 again) and the open string as it stands: a new `str` must be made for it, since the caller may
-hold the previous one. The open string is grown in place by CPython when no one else holds it.
+hold the previous one. (While no one else holds it, CPython can grow it in place.)
 So reading costs linear time in the text; building a value costs the size of the open string
 plus the entries of the open containers (small for tool arguments: a few keys and one growing
 string; large for an array of many thousands of entries still open). Values share their finished
@@ -108,7 +108,7 @@ class PartialJson:
         # Open containers, outermost first: [dict, key of the value in progress] or [list, None].
         # A container joins its parent only when it closes, so the parents hold finished values.
         self._stack: list[list[Any]] = []
-        self._text = ""  # the open string (or key): the only reference, so it grows in place
+        self._text = ""  # the open string (or key): held once, so CPython can grow it in place
         self._in_key = False
         self._number = ""
         self._hold = ""  # characters that cannot be read until more arrive (a cut escape or word)

@@ -223,7 +223,10 @@ def refeed(
 ) -> tuple[list[TransitionRecord], list[int], Outcome, list[str]]:
     """Feed every recorded event, at its recorded time, to a machine with the recorded settings
     (runs of deltas joined where that changes nothing, unless `coalesce` is off: `refeed.py`)."""
-    machine = new_machine(found.request_id, settings, watch_tool_args=on_tool_args is not None)
+    if on_tool_args is None:
+        machine = new_machine(found.request_id, settings)
+    else:
+        machine = new_machine(found.request_id, settings, watch_tool_args=True)
     fed = feed_recording(machine, found, coalesce=coalesce, on_tool_args=on_tool_args)
     return machine.records, fed.delivered_at, _outcome(machine, fed.final, True), fed.notes
 
