@@ -17,9 +17,14 @@ from typing import Any
 from .partial_json import PartialJson, PartialJsonError
 from .result import StreamResult, ToolCall, Usage
 
-__all__ = ["Accumulator", "Pieces", "ToolSlot"]
+__all__ = ["ARGS_PACE", "ARGS_PACED_FROM", "Accumulator", "Pieces", "ToolSlot"]
 
 log = logging.getLogger("fsm_agent")
+
+# ACC-11 pacing (see `Accumulator.take_args`): below this many characters of arguments every read
+# that grows them delivers; above, at most one value per ARGS_PACE seconds of the stream's time.
+ARGS_PACED_FROM = 65_536
+ARGS_PACE = 0.01
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -77,6 +82,7 @@ class ToolSlot:
     position: int = 0  # where the call stands in the result's tool_calls (the callbacks' index)
     # ACC-11: the arguments' reader while they are watched; None once it failed (invalid JSON)
     reader: PartialJson | None = None
+    args_taken_at: float = float("-inf")  # when a big call's value was last taken (`take_args`)
 
     def to_tool_call(self) -> ToolCall:
         return ToolCall(id=self.id, name=self.name, arguments=_join(self.fragments), extra=self.extra)
@@ -177,15 +183,34 @@ class Accumulator:
         """Some call's arguments grew since the last `take_args()`."""
         return bool(self._args_due)
 
-    def take_args(self) -> list[tuple[int, str, Any]]:
-        """(position, name, value so far) of each call whose arguments grew since the last call,
-        in the order of the calls; each value is built now, once."""
+    def take_args(self, now: float | None = None) -> list[tuple[int, str, Any]]:
+        """(position, name, value so far) of each call whose arguments grew since they were last
+        taken, in the order of the calls; each value is built now, once.
+
+        `now` (seconds, the time of the read) paces big calls: building a value copies its open
+        string (a new `str`: the caller may hold the last one), so a call past `ARGS_PACED_FROM`
+        characters is taken at most every `ARGS_PACE` seconds while it grows (a display needs no
+        more), and always once complete. None takes every call that grew (before an event that may
+        end the attempt, so the last value reaches the caller)."""
         due = self._args_due
         if not due:
             return []
+        if now is not None:
+            now = round(now, 6)  # as a trace records it, so that a replay paces alike
         slots = sorted(due.values(), key=_position) if len(due) > 1 else list(due.values())
-        due.clear()
-        return [(slot.position, slot.name, slot.reader.value()) for slot in slots if slot.reader is not None]
+        taken: list[tuple[int, str, Any]] = []
+        for slot in slots:
+            reader = slot.reader
+            if reader is None:
+                del due[slot.position]
+                continue
+            if now is not None and reader.size >= ARGS_PACED_FROM and not reader.complete:
+                if now - slot.args_taken_at < ARGS_PACE:
+                    continue  # stays due: taken by a later read, or before the attempt can end
+                slot.args_taken_at = now
+            del due[slot.position]
+            taken.append((slot.position, slot.name, reader.value()))
+        return taken
 
     def tools_in_flight(self) -> list[ToolSlot]:
         """Every tool call of a response that has not finished: a tool block the provider closed

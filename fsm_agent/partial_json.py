@@ -156,6 +156,11 @@ class PartialJson:
         return self.version != before
 
     @property
+    def size(self) -> int:
+        """Characters of the text read so far."""
+        return self._offset
+
+    @property
     def complete(self) -> bool:
         return self._mode == _DONE and not self.failed
 

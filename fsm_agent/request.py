@@ -152,11 +152,12 @@ class RequestMachine:
         and facts (usage, identity) never end anything, so the arguments may wait past them."""
         return type(event) not in _ARGS_MAY_WAIT and self.acc.args_due
 
-    def take_tool_args(self) -> tuple[act.ToolArgs, ...]:
+    def take_tool_args(self, t: float | None = None) -> tuple[act.ToolArgs, ...]:
         """ACC-11: the calls whose arguments grew since the last take, one `ToolArgs` each (their
-        value so far). The driver takes them at the end of every read and before feeding any event
-        that is not a delta, so they are delivered coalesced, while the request is still live."""
-        return tuple(act.ToolArgs(index, name, value) for index, name, value in self.acc.take_args())
+        value so far). The driver takes them at the end of every read (`t`: its time, which paces
+        very big calls) and, all of them, before feeding any event that is not a delta (`t` None),
+        so they are delivered coalesced, and the last one while the request is still live."""
+        return tuple(act.ToolArgs(index, name, value) for index, name, value in self.acc.take_args(t))
 
     def fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
         """Fire `trigger` directly, as if `event` caused it, on the context as it stands.

@@ -23,6 +23,7 @@ from test_partial_json import grows
 
 import fsm_agent
 from fsm_agent import accumulator
+from fsm_agent.accumulator import ARGS_PACE, ARGS_PACED_FROM, Accumulator
 from fsm_agent.partial_json import PartialJson
 from fsm_agent.testing import DropAfter, Emulator, Scenario, StreamingUnsupported, Text, ToolCall
 from fsm_agent.trace.sinks import MemorySink
@@ -286,4 +287,44 @@ def test_replay_of_a_wire_recording_gives_the_same_values(leaks: LeakCheck) -> N
     assert report.matched
     assert len(live.calls) > 10
     assert replayed.calls == live.calls
+    leaks.assert_clean()
+
+
+def test_a_big_call_is_paced_by_the_streams_time() -> None:
+    """Past ARGS_PACED_FROM characters a growing call is taken at most every ARGS_PACE seconds of
+    the stream's time (building a value copies its open string), always when a forced take comes
+    (before an event that may end the attempt) and once complete."""
+    text = json.dumps({"path": "big.txt", "content": "x" * (ARGS_PACED_FROM * 2)})
+    acc = Accumulator(watch_args=True)
+    acc.tool_delta(0, "c1", "write_file", None, None)
+    taken: list[tuple[float, Any]] = []
+    step = ARGS_PACE / 10  # ten reads per pace
+    reads = [text[i : i + 500] for i in range(0, len(text), 500)]
+    for number, piece in enumerate(reads[:-1]):
+        acc.tool_delta(0, None, None, piece, None)
+        taken += [(number * step, value) for _, _, value in acc.take_args(number * step)]
+    small = [v for t, v in taken if len(v.get("content", "")) < ARGS_PACED_FROM - 100]
+    paced = [t for t, v in taken if len(v.get("content", "")) > ARGS_PACED_FROM]
+    assert len(small) > 100  # every read while the call is small
+    assert all(b - a >= ARGS_PACE - 1e-9 for a, b in itertools.pairwise(paced))
+    assert len(paced) <= len(reads) // 10 + 1
+    assert acc.args_due  # growth held back by the pace stays due...
+    (forced,) = acc.take_args(None)  # ...and a forced take delivers it
+    assert forced[2]["content"] == "x" * len(forced[2]["content"]) and not acc.args_due
+    acc.tool_delta(0, None, None, reads[-1], None)
+    (last,) = acc.take_args(len(reads) * step)  # complete: taken whatever the pace
+    assert last[2] == json.loads(text)
+
+
+def test_replay_paces_a_big_call_as_the_live_request_did(leaks: LeakCheck) -> None:
+    big = ToolCall("write_file", json.dumps({"content": "y" * (ARGS_PACED_FROM + 30_000)}), arg_fragment=2000)
+    sink = MemorySink(record_wire=True)
+    leaks.emulator.script(Scenario(steps=(big,), frame_delay=0.002))
+    live = Seen()
+    fsm_agent.Session(trace=sink).stream(
+        leaks.client(), {"model": "m", "messages": MESSAGES}, on_tool_args=live
+    )
+    replayed = Seen()
+    assert fsm_agent.replay(sink, on_tool_args=replayed).matched
+    assert replayed.calls == live.calls and live.calls[-1][2] == json.loads(big.arguments)
     leaks.assert_clean()

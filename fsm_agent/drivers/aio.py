@@ -212,7 +212,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                         if control:
                             return control
                 if watching:
-                    await self._deliver_args()  # once per read, per call that grew (ACC-11)
+                    await self._deliver_args(t)  # once per read, per call that grew (ACC-11)
             finally:
                 watchdog.release()
             if pipeline.done or watchdog.fired is not None:
@@ -252,7 +252,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                     if control:
                         return control
                 if watching:
-                    await self._deliver_args()
+                    await self._deliver_args(t)
             finally:
                 watchdog.release()
             if watchdog.fired is not None:
@@ -262,10 +262,11 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         return await self.delivery.outputs(self._end_objects(translator, count))
 
     # -- delivering to the caller ----------------------------------------------------------------------
-    async def _deliver_args(self) -> None:
-        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError)."""
+    async def _deliver_args(self, t: float | None = None) -> None:
+        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError); `t`,
+        the read's time, paces very big calls; None delivers every one that grew."""
         if self.machine.acc.args_due:
-            await self.delivery.outputs(self.machine.take_tool_args())
+            await self.delivery.outputs(self.machine.take_tool_args(t))
 
     async def _deliver(self, output: Any) -> Decided:
         try:

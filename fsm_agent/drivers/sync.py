@@ -121,7 +121,7 @@ class SyncDriver(DriverCore[Watchdog]):
                     if control:
                         return control
                 if watching:
-                    self._deliver_args()  # once per read, per call that grew (ACC-11)
+                    self._deliver_args(t)  # once per read, per call that grew (ACC-11)
             finally:
                 watchdog.release()
             if pipeline.done or watchdog.fired is not None:
@@ -161,7 +161,7 @@ class SyncDriver(DriverCore[Watchdog]):
                     if control:
                         return control
                 if watching:
-                    self._deliver_args()
+                    self._deliver_args(t)
             finally:
                 watchdog.release()
             if watchdog.fired is not None:
@@ -170,11 +170,12 @@ class SyncDriver(DriverCore[Watchdog]):
             return ()
         return self._deliver_inline(self._end_objects(translator, count))
 
-    def _deliver_args(self) -> None:
-        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError)."""
+    def _deliver_args(self, t: float | None = None) -> None:
+        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError); `t`,
+        the read's time, paces very big calls; None delivers every one that grew."""
         if self.machine.acc.args_due:
             tool_args = self.cb.tool_args
-            for item in self.machine.take_tool_args():
+            for item in self.machine.take_tool_args(t):
                 tool_args(item.index, item.name, item.value)
 
     # -- delivering to the caller ----------------------------------------------------------------------

@@ -63,7 +63,7 @@ def feed_recording(
                 joined = "".join(texts[index:]) if index else "".join(texts)
                 if not step(kind(joined), run_times[-1], line):
                     return fed
-    fed.deliver_tool_args()
+    fed.deliver_tool_args(fed.last_t)
     return fed
 
 
@@ -95,6 +95,11 @@ class Fed:
         self.final: Any = None
         self.count = 0
 
+    @property
+    def last_t(self) -> float | None:
+        """The time of the last event fed (the end of the last read)."""
+        return self._last_t
+
     def step(self, event: object, t: float, line: int) -> bool:
         """Feed `event`; False when the replay must stop (the request had ended, or the machine
         rejected the event)."""
@@ -103,8 +108,10 @@ class Fed:
             return False
         machine = self.machine
         if self._on_tool_args is not None:
-            if t != self._last_t or machine.tool_args_due_before(event):
-                self.deliver_tool_args()  # a new read began, or the event may end the attempt
+            if t != self._last_t and self._last_t is not None:
+                self.deliver_tool_args(self._last_t)  # a new read began: the last one ended
+            if machine.tool_args_due_before(event):
+                self.deliver_tool_args(None)  # the event may end the attempt
             self._last_t = t
         try:
             outputs = machine.feed(event, t)
@@ -125,7 +132,8 @@ class Fed:
             self.delivered_at.extend([self.delivered] * (self.count - len(self.delivered_at)))
         return True
 
-    def deliver_tool_args(self) -> None:
+    def deliver_tool_args(self, t: float | None) -> None:
+        """As the live driver did at the end of a read at `t` (None: before an ending event)."""
         if self._on_tool_args is not None and not self.machine.finished:
-            for item in self.machine.take_tool_args():
+            for item in self.machine.take_tool_args(t):
                 self._on_tool_args(item.index, item.name, item.value)
