@@ -2,15 +2,19 @@
 
 Run: .venv/bin/python bench/bench_tool_args.py   Prints ratios measured side by side in one process:
 medians of interleaved runs (after one warm-up run) with their spread (min-max). Bodies are served
-from memory to the real SDK clients through an httpx2 MockTransport, one SSE frame per read (each
-argument fragment its own read, the worst case for per-read delivery), so no socket time is measured.
+from memory to the real SDK clients through an httpx2 MockTransport (network-sized reads, or one SSE
+frame per read: each argument fragment its own read, the worst case for per-read delivery), so no
+socket time is measured.
 
 The arguments are a `write_file` call whose content is source code (newlines and quotes, so the
 JSON has escapes), in 200-byte fragments.
 
 1. Linear growth: session.stream() with on_tool_args at 100 KB and at 1 MB of arguments (goal: the
-   ratio <= 11 for 10x the bytes), and without on_tool_args for reference.
-2. Per fragment, on the same bytes: our reader alone (feed + value per fragment), jiter's partial
+   ratio <= 11 for 10x the bytes), and without on_tool_args for reference; with network-sized
+   reads and with one read per fragment (where the pacing of calls past 64 KiB matters: each
+   value copies the open string, since the callback keeps the last value here).
+2. Per fragment, on the same bytes: our reader alone (feed + value per fragment, unpaced: the
+   copy of the open string each time shows as a quadratic memcpy term), jiter's partial
    mode re-parsing the buffer so far (what the SDKs do), session.stream() with on_tool_args on an
    Anthropic body, and the Anthropic SDK's messages.stream() (its helper re-parses the input so far
    with jiter on every input_json_delta).
@@ -255,7 +259,7 @@ def per_fragment() -> None:
     print("   median (min-max) of interleaved runs (9 at 100 KB, 3 at 1 MB)")
     per_size: dict[int, list[float]] = {}
     names = (
-        "(a) PartialJson feed + value()",
+        "(a) PartialJson feed + value(), every fragment",
         "(b) jiter partial re-parse",
         "(c) session.stream() + on_tool_args (Anthropic)",
         "(d) anthropic SDK messages.stream()",
