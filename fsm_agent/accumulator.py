@@ -1,18 +1,30 @@
 """Builds one attempt's StreamResult from normalized wire events (ACC-1..8).
 
 Knows nothing of retries, states or callbacks; never performs I/O. Text and argument fragments are
-kept in lists and joined once at the end, so any fragmentation costs linear time (ACC-4).
+kept in lists and joined once at the end, so any fragmentation costs linear time (ACC-4). When the
+caller watches tool arguments (ACC-11), each call's fragments also go through an incremental
+`PartialJson` reader, and the calls whose value grew wait in `take_args()` for the driver; invalid
+arguments stop that call's reader, never the request (the joined text stays the truth).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .partial_json import PartialJson, PartialJsonError
 from .result import StreamResult, ToolCall, Usage
 
-__all__ = ["Accumulator", "Pieces", "ToolSlot"]
+__all__ = ["ARGS_PACE", "ARGS_PACED_FROM", "Accumulator", "Pieces", "ToolSlot"]
+
+log = logging.getLogger("fsm_agent")
+
+# ACC-11 pacing (see `Accumulator.take_args`): below this many characters of arguments every read
+# that grows them delivers; above, at most one value per ARGS_PACE seconds of the stream's time.
+ARGS_PACED_FROM = 65_536
+ARGS_PACE = 0.01
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -67,15 +79,24 @@ class ToolSlot:
     name: str = ""
     fragments: Pieces = field(default_factory=Pieces)
     extra: dict[str, Any] | None = None
+    position: int = 0  # where the call stands in the result's tool_calls (the callbacks' index)
+    # ACC-11: the arguments' reader while they are watched; None once it failed (invalid JSON)
+    reader: PartialJson | None = None
+    args_taken_at: float = float("-inf")  # when a big call's value was last taken (`take_args`)
 
     def to_tool_call(self) -> ToolCall:
         return ToolCall(id=self.id, name=self.name, arguments=_join(self.fragments), extra=self.extra)
+
+
+def _position(slot: ToolSlot) -> int:
+    return slot.position
 
 
 class Accumulator:
     """One attempt's text, reasoning, refusal, tool calls, finish reason, usage and identity."""
 
     __slots__ = (
+        "_args_due",
         "_by_index",
         "finish_reason",
         "model",
@@ -87,9 +108,12 @@ class Accumulator:
         "slots",
         "text_parts",
         "usage",
+        "watch_args",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, watch_args: bool = False) -> None:
+        self.watch_args = watch_args
+        self._args_due: dict[int, ToolSlot] = {}
         self.text_parts = Pieces()
         self.reasoning_parts = Pieces()
         self.refusal_parts = Pieces()
@@ -115,7 +139,9 @@ class Accumulator:
         slot = self._by_index.get(index)
         opened = False
         if slot is None or (call_id and slot.id and call_id != slot.id):
-            slot = ToolSlot(index=index)
+            slot = ToolSlot(index=index, position=len(self.slots))
+            if self.watch_args:
+                slot.reader = PartialJson()
             self._by_index[index] = slot
             self.slots.append(slot)
             opened = True
@@ -127,9 +153,64 @@ class Accumulator:
             named = True
         if arguments:
             slot.fragments.append(arguments)
+            if slot.reader is not None:
+                self._read_args(slot, arguments)
         if extra:
             slot.extra = {**(slot.extra or {}), **extra}
         return slot, opened, named
+
+    def _read_args(self, slot: ToolSlot, arguments: str) -> None:
+        reader = slot.reader
+        assert reader is not None
+        try:
+            grew = reader.feed(arguments)
+        except PartialJsonError as exc:
+            # ACC-11: the raw arguments stay the truth; only the partial values stop for this call.
+            log.info(
+                "tool call %d (%s): arguments are not JSON (%s); on_tool_args stops",
+                slot.position,
+                slot.name,
+                exc,
+            )
+            slot.reader = None
+            self._args_due.pop(slot.position, None)
+            return
+        if grew:
+            self._args_due[slot.position] = slot
+
+    @property
+    def args_due(self) -> bool:
+        """Some call's arguments grew since the last `take_args()`."""
+        return bool(self._args_due)
+
+    def take_args(self, now: float | None = None) -> list[tuple[int, str, Any]]:
+        """(position, name, value so far) of each call whose arguments grew since they were last
+        taken, in the order of the calls; each value is built now, once.
+
+        `now` (seconds, the time of the read) paces big calls: building a value copies its open
+        string (a new `str`: the caller may hold the last one), so a call past `ARGS_PACED_FROM`
+        characters is taken at most every `ARGS_PACE` seconds while it grows (a display needs no
+        more), and always once complete. None takes every call that grew (before an event that may
+        end the attempt, so the last value reaches the caller)."""
+        due = self._args_due
+        if not due:
+            return []
+        if now is not None:
+            now = round(now, 6)  # as a trace records it, so that a replay paces alike
+        slots = sorted(due.values(), key=_position) if len(due) > 1 else list(due.values())
+        taken: list[tuple[int, str, Any]] = []
+        for slot in slots:
+            reader = slot.reader
+            if reader is None:
+                del due[slot.position]
+                continue
+            if now is not None and reader.size >= ARGS_PACED_FROM and not reader.complete:
+                if now - slot.args_taken_at < ARGS_PACE:
+                    continue  # stays due: taken by a later read, or before the attempt can end
+                slot.args_taken_at = now
+            del due[slot.position]
+            taken.append((slot.position, slot.name, reader.value()))
+        return taken
 
     def tools_in_flight(self) -> list[ToolSlot]:
         """Every tool call of a response that has not finished: a tool block the provider closed

@@ -1,7 +1,8 @@
 """What the machine asks its driver to do. Plain frozen data; the driver performs them in order.
 
 Besides these, the machine returns the wire events it wants delivered to the caller's callbacks
-(TextDelta → on_text, ReasoningDelta → on_reasoning) and `ToolNamed` (→ on_tool_call).
+(TextDelta → on_text, ReasoningDelta → on_reasoning) and `ToolNamed` (→ on_tool_call); the driver
+takes `ToolArgs` (→ on_tool_args) from `RequestMachine.take_tool_args()`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "Remember",
     "RunFallback",
     "Status",
+    "ToolArgs",
     "ToolNamed",
     "Wait",
 ]
@@ -31,6 +33,15 @@ class ToolNamed:
 
     index: int
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolArgs:
+    """A tool call's arguments grew: `value` is what they parse to so far (ACC-11)."""
+
+    index: int
+    name: str
+    value: Any
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,20 @@ Output = Any  # an action of `actions`, or a wire event to deliver
 RecordHook = Callable[[TransitionRecord], None]
 EventHook = Callable[[object, float], None]
 
+# Events that never end an attempt or the request (see `tool_args_due_before`).
+_ARGS_MAY_WAIT = frozenset(
+    {
+        TextDelta,
+        ReasoningDelta,
+        RefusalDelta,
+        ToolCallDelta,
+        ToolCallEnd,
+        Keepalive,
+        UsageReport,
+        ResponseMeta,
+    }
+)
+
 RECONNECT_MARKER = "\n\n[connection lost mid tool-call; reconnecting…]\n\n"
 
 
@@ -111,10 +125,13 @@ class RequestMachine:
         request_id: str,
         on_record: RecordHook | None = None,
         on_event: EventHook | None = None,
+        watch_tool_args: bool = False,
     ) -> None:
         self.ctx = ctx
         self.request_id = request_id
-        self.acc = Accumulator()
+        # ACC-11: read tool arguments as they stream only when someone watches (no cost otherwise)
+        self.watch_tool_args = watch_tool_args
+        self.acc = Accumulator(watch_tool_args)
         self.guard_values: dict[str, bool] = {}
         self.records: list[TransitionRecord] = []
         self._on_record = on_record
@@ -133,6 +150,19 @@ class RequestMachine:
         if self._on_event is not None:
             self._on_event(event, t)
         return self._apply(event, t)
+
+    def tool_args_due_before(self, event: object) -> bool:
+        """ACC-11: arguments that grew must be delivered before `event` is fed: it may end the
+        attempt or the request, and a callback's error must meet a live machine (CB-6). Deltas
+        and facts (usage, identity) never end anything, so the arguments may wait past them."""
+        return type(event) not in _ARGS_MAY_WAIT and self.acc.args_due
+
+    def take_tool_args(self, t: float | None = None) -> tuple[act.ToolArgs, ...]:
+        """ACC-11: the calls whose arguments grew since the last take, one `ToolArgs` each (their
+        value so far). The driver takes them at the end of every read (`t`: its time, which paces
+        very big calls) and, all of them, before feeding any event that is not a delta (`t` None),
+        so they are delivered coalesced, and the last one while the request is still live."""
+        return tuple(act.ToolArgs(index, name, value) for index, name, value in self.acc.take_args(t))
 
     def fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
         """Fire `trigger` directly, as if `event` caused it, on the context as it stands.
@@ -285,7 +315,7 @@ class RequestMachine:
         # The answer arrives whole: accumulate it and hand its reasoning and text out once. The
         # request is done only when they reached the caller (FallbackDelivered): an on_text that
         # raises on them fails it (CB-6).
-        self.acc = Accumulator()
+        self.acc = Accumulator(self.watch_tool_args)
         out: list[Output] = []
         for wire_event in event.events:
             out.extend(self._apply(wire_event, t))
@@ -381,7 +411,7 @@ class RequestMachine:
         ctx = self.ctx
         if dest is S.CONNECTING:
             ctx.new_attempt()
-            self.acc = Accumulator()
+            self.acc = Accumulator(self.watch_tool_args)  # a new attempt's calls start afresh
             return (
                 act.OpenAttempt(
                     ctx.attempt,

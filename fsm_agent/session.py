@@ -203,6 +203,7 @@ class Session:
         on_status: Callable[[str], Any] | None = None,
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
+        on_tool_args: Callable[[int, str, Any], Any] | None = None,
     ) -> StreamResult:
         """Run one streaming request to its end and return what it produced.
 
@@ -234,6 +235,9 @@ class Session:
             interrupt: A `threading.Event`; setting it from any thread ends the request with
                 `InterruptedError` within 0.2 s (RES-11). `session.interrupt()` does the same for
                 every request in flight.
+            on_tool_args: `on_tool_args(index: int, name: str, partial: Any)`, called with a
+                tool call's arguments parsed so far each time they grow (at most once per read),
+                and with the complete value last (ACC-11). Costs nothing when not given.
 
         Returns:
             The `StreamResult`: text, reasoning, tool calls, usage, and whether it is a stub.
@@ -245,7 +249,7 @@ class Session:
             FsmAgentError: Any other failure of fsm_agent's own; a failure the SDK knows is
                 raised as the SDK's exception (its connection error, its HTTP status errors).
         """
-        plan = self._plan(client_or_factory, params, api)
+        plan = self._plan(client_or_factory, params, api, watch_tool_args=on_tool_args is not None)
         self._begin(plan, plan.link.begin())
         watchdog = Watchdog(plan.stale_timeout, interrupt)
         driver = SyncDriver(
@@ -253,7 +257,7 @@ class Session:
             source=plan.source,
             adapter=plan.adapter,
             params=plan.params,
-            callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity),
+            callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args),
             watchdog=watchdog,
             health=plan.link,
             max_bytes=self.max_bytes,
@@ -283,6 +287,7 @@ class Session:
         on_status: Callable[[str], Any] | None = None,
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
+        on_tool_args: Callable[[int, str, Any], Any] | None = None,
     ) -> StreamResult:
         """`stream()` for asyncio code: the same machine and arguments, run by the asyncio driver.
 
@@ -309,6 +314,9 @@ class Session:
             interrupt: A `threading.Event`; setting it from any thread ends the request with
                 `InterruptedError` within 0.2 s (RES-11). `session.interrupt()` does the same for
                 every request in flight.
+            on_tool_args: `on_tool_args(index: int, name: str, partial: Any)`, called with a
+                tool call's arguments parsed so far each time they grow (at most once per read),
+                and with the complete value last (ACC-11). Costs nothing when not given.
 
         Returns:
             The `StreamResult`.
@@ -319,9 +327,11 @@ class Session:
         """
         from .drivers.aio import run_async
 
-        plan = self._plan(client_or_factory, params, api, in_async=True)
+        plan = self._plan(
+            client_or_factory, params, api, in_async=True, watch_tool_args=on_tool_args is not None
+        )
         self._begin(plan, await plan.link.abegin())
-        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
+        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
         try:
             if plan.telemetry is None:
                 result: StreamResult = await run_async(self, plan, callbacks, interrupt)
@@ -349,7 +359,13 @@ class Session:
 
     # -- internals -------------------------------------------------------------------------------
     def _plan(
-        self, client_or_factory: Any, params: dict[str, Any], api: str | None, *, in_async: bool = False
+        self,
+        client_or_factory: Any,
+        params: dict[str, Any],
+        api: str | None,
+        *,
+        in_async: bool = False,
+        watch_tool_args: bool = False,
     ) -> RequestPlan:
         if not isinstance(params, dict):
             raise TypeError(
@@ -370,7 +386,7 @@ class Session:
         adapter = adapter_for(api_name)
         model = adapter.model_of(params)
         observer = self._observe(source, api_name, model, params)
-        machine = self._new_machine(observer)
+        machine = self._new_machine(observer, watch_tool_args)
         stale_timeout = self.stale_timeout_for(model)
         key = endpoint_key(api_name, client, model)
         settings = HealthSettings(
@@ -427,7 +443,9 @@ class Session:
             client = None  # the attempt meets the factory's error itself
         return self._telemetry.request(api=api, model=model, params=params, client=client)
 
-    def _new_machine(self, observer: RequestTelemetry | None = None) -> RequestMachine:
+    def _new_machine(
+        self, observer: RequestTelemetry | None = None, watch_tool_args: bool = False
+    ) -> RequestMachine:
         backoff = self.backoff
         ctx = RequestContext(
             retries=self.retries,
@@ -444,7 +462,13 @@ class Session:
         on_record: Callable[[TransitionRecord], None] = self._log_record
         if observer is not None:
             on_record = _both(self._log_record, observer.on_record)
-        machine = RequestMachine(ctx, request_id=request_id, on_record=on_record, on_event=recorder)
+        machine = RequestMachine(
+            ctx,
+            request_id=request_id,
+            on_record=on_record,
+            on_event=recorder,
+            watch_tool_args=watch_tool_args,
+        )
         if recorder is not None:
             recorder.attach(machine)
         return machine

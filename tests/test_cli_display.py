@@ -16,7 +16,7 @@ from rich.console import Console
 
 import fsm_agent
 from fsm_agent.cli.clients import SetupError, build_params, emulator_client, load_tools
-from fsm_agent.cli.display import PlainView, make_view, wants_plain
+from fsm_agent.cli.display import PlainView, compact_value, make_view, wants_plain
 from fsm_agent.cli.live_view import LiveView
 from fsm_agent.cli.progress import DisplaySink, Progress, summarize
 from fsm_agent.events import ToolCallDelta, ToolCallEnd
@@ -264,3 +264,32 @@ def test_the_status_bar_counts_a_wait_down() -> None:
     assert p.wait_left() == 0.0
     p.transition(record("waiting", "connecting", 1))
     assert p.wait_left() is None and "waiting" not in view._status_bar().plain.split("│")[0]
+
+def test_compact_value_shows_partial_arguments_on_one_bounded_line() -> None:
+    """ACC-11 in the live view: a long string by its growing end and its length, big containers by
+    their first entries, deep ones elided; one line, cut to the width."""
+    content = "def main():\n    return 1\n" * 2000
+    value = {
+        "path": "src/app.py",
+        "content": content,
+        "ids": list(range(50)),
+        "deep": {"a": {"b": {"c": {"d": 1}}}},
+    }
+    line = compact_value(value, width=400)
+    assert "\n" not in line
+    assert line.startswith('{path: "src/app.py", content: "…')
+    assert f'return 1⏎" ({len(content)} chars)' in line
+    assert "ids: [0, 1, 2, 3, 4, 5, …+44]" in line and "deep: {a: {b: {c: {…}}}}" in line
+    assert len(compact_value(value, width=60)) == 60 and compact_value(value, width=60).endswith("…")
+    assert compact_value({"s": 'a "quoted" \\ word'}) == '{s: "a \\"quoted\\" \\\\ word"}'
+
+
+def test_live_view_shows_the_arguments_as_they_build() -> None:
+    console = Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
+    view = LiveView(console, Progress())
+    assert view.tool_args is not None
+    view.tool_call(0, "write_file")
+    view.tool_args(0, "write_file", {"path": "notes.txt", "text": "hel"})
+    console.print(view._render())
+    assert '⚙ write_file  {path: "notes.txt", text: "hel"}' in console.file.getvalue()  # type: ignore[attr-defined]
+    assert PlainView(io.StringIO(), Progress()).tool_args is None  # plain lines: nothing parsed

@@ -136,10 +136,13 @@ def test_default_demo_on_a_terminal(terminal: Callable[..., Terminal]) -> None:
     assert panel < answer and "The user asks what the service" in lines[panel + 1]
     assert re.search(r"\x1b\[2;3m[^\x1b]*The user asks", term.raw.decode()), "reasoning is not dimmed"
 
-    # The tool call as it built: its name and a growing argument size, then the cut and the retry.
-    sizes = [int(n) for n in re.findall(r"⚙ read_file  receiving arguments… (\d+) B", transcript)]
-    grew = [n for i, n in enumerate(sizes) if i == 0 or n != sizes[i - 1]]
-    assert any(a < b < c for a, b, c in zip(grew, grew[1:], grew[2:], strict=False)), sizes
+    # The tool call as it built: its name and its arguments parsed so far (ACC-11), growing as they
+    # streamed, then the cut and the retry.
+    previews = re.findall(r"⚙ read_file  (\{[^\r\n]*\})", transcript)
+    paths = re.findall(r'\{path: "([^"]*)"', "\n".join(previews))
+    assert paths and all("config/settings.yaml".startswith(path) for path in paths), previews
+    grew = [p for i, p in enumerate(previews) if i == 0 or p != previews[i - 1]]
+    assert any(len(a) < len(b) < len(c) for a, b, c in zip(grew, grew[1:], grew[2:], strict=False)), previews
     assert "⚙ read_file  arguments complete · 97 B" in transcript
     # (Read from the whole transcript: on a slow machine the final screen may have scrolled them off.)
     assert re.search(r"✗ read_file: cut off after \d+ B of arguments \(attempt 1\); not executed", transcript)

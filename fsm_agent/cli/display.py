@@ -12,15 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
-from typing import Protocol, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TextIO
 
 from ..events import ToolCallDelta, ToolCallEnd
 from ..result import StreamResult
 from ..trace.records import TransitionRecord
 from .progress import Change, Progress, Summary, ToolProgress
 
-__all__ = ["PlainView", "View", "make_view", "pretty_arguments", "size", "wants_plain"]
+__all__ = ["PlainView", "View", "compact_value", "make_view", "pretty_arguments", "size", "wants_plain"]
 
 
 class View(Protocol):
@@ -33,6 +33,11 @@ class View(Protocol):
     def reasoning(self, text: str) -> None: ...
 
     def tool_call(self, index: int, name: str) -> None: ...
+
+    @property
+    def tool_args(self) -> Callable[[int, str, Any], None] | None:
+        """The view's on_tool_args, or None when it does not show arguments as they build (then
+        none are parsed: ACC-11's no-cost rule)."""
 
     def status(self, message: str) -> None: ...
 
@@ -65,6 +70,62 @@ def make_view(stream: TextIO, progress: Progress, *, no_color: bool = False) -> 
 
 def size(nbytes: int) -> str:
     return f"{nbytes} B" if nbytes < 10_000 else f"{nbytes / 1024:.1f} KiB"
+
+
+_STRING_SHOWN = 40  # characters of a long string shown (its end: where it is growing)
+_ITEMS_SHOWN = 6  # entries of an object or array shown
+
+
+def compact_value(value: Any, width: int = 200) -> str:
+    """A tool call's partial arguments on one line: JSON-like, long strings shown by their end
+    (where they grow) with their length, big containers by their first entries. Its cost is
+    bounded by what it shows, not by the size of the value, since it runs on every read."""
+    parts: list[str] = []
+    _compact(value, parts, 0)
+    line = "".join(parts)
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _compact(value: Any, parts: list[str], depth: int) -> None:
+    if isinstance(value, str):
+        if len(value) > _STRING_SHOWN:
+            tail = value[-_STRING_SHOWN:]
+            parts.append(f'"…{_escape(tail)}" ({len(value)} chars)')
+        else:
+            parts.append(f'"{_escape(value)}"')
+    elif isinstance(value, dict):
+        if depth > 3:
+            parts.append("{…}")
+            return
+        parts.append("{")
+        for position, (key, item) in enumerate(value.items()):
+            if position == _ITEMS_SHOWN:
+                parts.append(f", …+{len(value) - _ITEMS_SHOWN}")
+                break
+            if position:
+                parts.append(", ")
+            parts.append(f"{_escape(str(key)[:_STRING_SHOWN])}: ")
+            _compact(item, parts, depth + 1)
+        parts.append("}")
+    elif isinstance(value, list):
+        if depth > 3:
+            parts.append("[…]")
+            return
+        parts.append("[")
+        for position, item in enumerate(value[:_ITEMS_SHOWN]):
+            if position:
+                parts.append(", ")
+            _compact(item, parts, depth + 1)
+        if len(value) > _ITEMS_SHOWN:
+            parts.append(f", …+{len(value) - _ITEMS_SHOWN}")
+        parts.append("]")
+    else:
+        parts.append(json.dumps(value))
+
+
+def _escape(text: str) -> str:
+    """One line: newlines as ⏎, other control characters as their JSON escape."""
+    return json.dumps(text.replace("\n", "⏎"), ensure_ascii=False)[1:-1]
 
 
 def pretty_arguments(arguments: str) -> str:
@@ -146,6 +207,10 @@ class PlainView:
             self._line("[reasoning]")
             self._in_reasoning = True
         self._write(text)
+
+    @property
+    def tool_args(self) -> Callable[[int, str, Any], None] | None:
+        return None  # lines are written once: the arguments are shown whole when complete
 
     def tool_call(self, index: int, name: str) -> None:
         tool = self.progress.tool_named(index, name)

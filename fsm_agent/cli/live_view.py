@@ -3,7 +3,8 @@
 Finished output scrolls up as ordinary terminal lines: closed reasoning panels, complete lines of
 the answer, notices, cut tool calls. Below it a small live region is redrawn in place: the open
 reasoning panel (dimmed, its latest lines), the answer's partial line (shown before its newline
-arrives), the tool calls building (name and argument size), and the one-line status bar (state,
+arrives), the tool calls building (name and their arguments parsed so far, compactly), and the
+one-line status bar (state,
 attempt, elapsed time, the path of states). The region stays a few lines tall however long the
 answer grows, so it never scrolls out of reach of the redraw.
 
@@ -14,9 +15,9 @@ holds a lock of ours while it prints, so the two cannot deadlock. Never touches 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -28,7 +29,7 @@ from rich.text import Text
 from ..events import ToolCallDelta, ToolCallEnd
 from ..result import StreamResult
 from ..trace.records import TransitionRecord
-from .display import cut_message, pretty_arguments, size
+from .display import compact_value, cut_message, pretty_arguments, size
 from .progress import Change, Progress, Summary
 
 __all__ = ["LiveView"]
@@ -62,7 +63,7 @@ WARNING = "yellow"
 class _Snapshot:
     reasoning: str | None  # the open reasoning panel's latest text; None when no panel is open
     partial: str  # the answer's line in progress
-    tools: tuple[tuple[str, int, bool], ...]  # (name, argument bytes, complete) of this attempt
+    tools: tuple[tuple[str, int, bool, str], ...]  # (name, argument bytes, complete, preview) of this attempt
 
 
 class LiveView:
@@ -90,7 +91,7 @@ class LiveView:
 
     # -- what is on display ----------------------------------------------------------------------------
     def _publish(self) -> None:
-        tools = tuple((t.name, t.arg_bytes, t.complete) for t in self.progress.tools)
+        tools = tuple((t.name, t.arg_bytes, t.complete, t.preview) for t in self.progress.tools)
         reasoning = None if self._reasoning is None else self._reasoning_tail
         self._snap = _Snapshot(reasoning, self._partial, tools)
 
@@ -101,8 +102,8 @@ class LiveView:
             parts.append(_reasoning_panel(snap.reasoning, title="reasoning…"))
         if snap.partial:
             parts.append(Text(snap.partial))
-        for name, nbytes, complete in snap.tools:
-            parts.append(_tool_line(name, nbytes, complete))
+        for name, nbytes, complete, preview in snap.tools:
+            parts.append(_tool_line(name, nbytes, complete, preview))
         parts.append(self._status_bar())
         return Group(*parts)
 
@@ -192,6 +193,15 @@ class LiveView:
         self._reasoning_tail = (self._reasoning_tail + text)[-budget:]
         self._publish()
 
+    @property
+    def tool_args(self) -> Callable[[int, str, Any], None] | None:
+        return self._tool_args
+
+    def _tool_args(self, index: int, name: str, partial: Any) -> None:
+        """ACC-11: the arguments as they build, rendered to fit the line (the rest is cut)."""
+        self.progress.tool_args(index, name, compact_value(partial, max(40, self.console.width)))
+        self._publish()
+
     def tool_call(self, index: int, name: str) -> None:
         self.progress.tool_named(index, name)
         self._close_reasoning()
@@ -271,11 +281,13 @@ def _reasoning_panel(text: str, *, title: str) -> Panel:
     )
 
 
-def _tool_line(name: str, nbytes: int, complete: bool) -> Text:
-    line = Text("⚙ ", style="magenta")
+def _tool_line(name: str, nbytes: int, complete: bool, preview: str) -> Text:
+    line = Text("⚙ ", style="magenta", no_wrap=True, overflow="ellipsis")
     line.append(name or "(unnamed tool)", "bold magenta")
     if complete:
         line.append(f"  arguments complete · {size(nbytes)}", "magenta")
+    elif preview:
+        line.append(f"  {preview}", "magenta")
     else:
         line.append(f"  receiving arguments… {size(nbytes)}", "magenta")
     return line

@@ -36,6 +36,7 @@ class ToolProgress:
     call_id: str | None = None
     arg_bytes: int = 0
     complete: bool = False
+    preview: str = ""  # the arguments parsed so far, rendered compactly (ACC-11, `on_tool_args`)
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,17 @@ class Progress:
         if until is None or self.state != "waiting":
             return None
         return max(0.0, until - self.clock())
+
+    def tool_args(self, slot: int, name: str, preview: str) -> ToolProgress:
+        """on_tool_args (ACC-11): the arguments of the call at `slot` so far, rendered."""
+        tool = self.tool_named(slot, name) if name else self._slot(slot)
+        tool.preview = preview
+        return tool
+
+    def _slot(self, slot: int) -> ToolProgress:
+        while len(self.tools) <= slot:
+            self.tools = [*self.tools, ToolProgress(slot=len(self.tools), attempt=self.attempt)]
+        return self.tools[slot]
 
     @property
     def arg_bytes(self) -> int:

@@ -164,4 +164,5 @@ def _stream(session: Session, spec: RequestSpec, view: View, interrupt: threadin
         on_tool_call=view.tool_call,
         on_status=view.status,
         interrupt=interrupt,
+        on_tool_args=view.tool_args,
     )

@@ -187,6 +187,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         deliver = delivery.outputs
         clock = time.monotonic
         t0 = self._t0
+        watching = machine.watch_tool_args
         async for chunk in chunks:
             # From here until the next read, time is the caller's (on_activity, deltas), not silence.
             watchdog.hold()
@@ -198,11 +199,15 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                     watchdog.touch()
                 t = clock() - t0
                 for event in events:
+                    if watching and machine.tool_args_due_before(event):
+                        await self._deliver_args()
                     outputs = machine.feed(event, t)
                     if outputs:
                         control = await deliver(outputs)
                         if control:
                             return control
+                if watching:
+                    await self._deliver_args(t)  # once per read, per call that grew (ACC-11)
             finally:
                 watchdog.release()
             if pipeline.done or watchdog.fired is not None:
@@ -211,6 +216,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return ()
         t = self._now()
         for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            if watching and machine.tool_args_due_before(event):
+                await self._deliver_args()
             outputs = machine.feed(event, t)
             if outputs:
                 control = await deliver(outputs)
@@ -224,6 +231,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         translator = self.adapter.translator()
         count = 0
         watchdog = self.watchdog
+        watching = machine.watch_tool_args
         async for obj in objects:
             count += 1
             watchdog.touch()
@@ -233,9 +241,13 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             try:
                 await self.delivery.activity(activity_label(obj))
                 for event in events:
+                    if watching and machine.tool_args_due_before(event):
+                        await self._deliver_args()
                     control = await self.delivery.outputs(machine.feed(event, t))
                     if control:
                         return control
+                if watching:
+                    await self._deliver_args(t)
             finally:
                 watchdog.release()
             if watchdog.fired is not None:
@@ -245,6 +257,12 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         return await self.delivery.outputs(self._end_objects(translator, count))
 
     # -- delivering to the caller ----------------------------------------------------------------------
+    async def _deliver_args(self, t: float | None = None) -> None:
+        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError); `t`,
+        the read's time, paces very big calls; None delivers every one that grew."""
+        if self.machine.acc.args_due:
+            await self.delivery.outputs(self.machine.take_tool_args(t))
+
     async def _deliver(self, output: Any) -> Decided:
         try:
             await self.delivery.outputs((output,))
@@ -280,6 +298,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return interrupted
         try:
             await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
+            await self._deliver_args()  # the whole answer's calls: their final values, once
         except CallbackError as exc:
             return self._callback_failed(exc)
         return self._feed_control(FallbackDelivered())

@@ -39,6 +39,8 @@ class AsyncDelivery:
                 pending = cb.reasoning(out.text)
             elif kind is act.ToolNamed:
                 pending = cb.tool_call(out.index, out.name)
+            elif kind is act.ToolArgs:
+                pending = cb.tool_args(out.index, out.name, out.value)
             else:
                 control.append(out)
                 continue

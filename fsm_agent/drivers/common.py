@@ -1,7 +1,7 @@
 """What the sync and async drivers share: the caller's callbacks, the client source, timeouts.
 
-Callbacks that deliver content (on_text, on_reasoning, on_tool_call) end the request when they
-raise (CB-6); liveness and status callbacks (on_activity, on_status) never do (CB-4). Never feeds
+Callbacks that deliver content (on_text, on_reasoning, on_tool_call, on_tool_args) end the request
+when they raise (CB-6); liveness and status callbacks (on_activity, on_status) never do (CB-4). Never feeds
 the machine.
 
 Content callbacks return whatever the caller's function returned, so the async driver can await a
@@ -46,7 +46,7 @@ class CallbackError(Exception):
 
 
 class Callbacks:
-    __slots__ = ("_activity", "_reasoning", "_status", "_text", "_tool_call", "activity")
+    __slots__ = ("_activity", "_reasoning", "_status", "_text", "_tool_args", "_tool_call", "activity")
 
     def __init__(
         self,
@@ -55,8 +55,10 @@ class Callbacks:
         on_tool_call: Callable[[int, str], Any] | None = None,
         on_status: Callable[[str], Any] | None = None,
         on_activity: Callable[[str], Any] | None = None,
+        on_tool_args: Callable[[int, str, Any], Any] | None = None,
     ) -> None:
         self._text = on_text
+        self._tool_args = on_tool_args
         self._reasoning = on_reasoning
         self._tool_call = on_tool_call
         self._status = on_status
@@ -84,6 +86,18 @@ class Callbacks:
         if self._tool_call is not None:
             try:
                 return self._tool_call(index, name)
+            except Exception as exc:
+                raise CallbackError(exc) from exc
+        return None
+
+    @property
+    def watches_tool_args(self) -> bool:
+        return self._tool_args is not None
+
+    def tool_args(self, index: int, name: str, value: Any) -> Any:
+        if self._tool_args is not None:
+            try:
+                return self._tool_args(index, name, value)
             except Exception as exc:
                 raise CallbackError(exc) from exc
         return None

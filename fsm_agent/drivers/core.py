@@ -32,6 +32,7 @@ __all__ = ["Decided", "DriverCore", "WatchdogState"]
 Decided = tuple[Any, ...]  # what the machine returned: actions, and wire events to deliver
 
 
+
 class WatchdogState(Protocol):
     """What the core reads of either watchdog (the thread of `watchdog`, the timers of `aio_watchdog`)."""
 

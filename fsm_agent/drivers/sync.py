@@ -113,6 +113,7 @@ class SyncDriver(DriverCore[Watchdog]):
         machine = self.machine
         watchdog = self.watchdog
         deliver = self._deliver_inline
+        watching = machine.watch_tool_args
         for chunk in attempt.iter_chunks():
             # From here until the next read, time is the caller's (on_activity, deltas), not silence.
             watchdog.hold()
@@ -122,9 +123,13 @@ class SyncDriver(DriverCore[Watchdog]):
                     watchdog.touch()
                 t = time.monotonic() - self._t0
                 for event in events:
+                    if watching and machine.tool_args_due_before(event):
+                        self._deliver_args()
                     control = deliver(machine.feed(event, t))
                     if control:
                         return control
+                if watching:
+                    self._deliver_args(t)  # once per read, per call that grew (ACC-11)
             finally:
                 watchdog.release()
             if pipeline.done or watchdog.fired is not None:
@@ -133,6 +138,8 @@ class SyncDriver(DriverCore[Watchdog]):
             return ()
         t = self._now()
         for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            if watching and machine.tool_args_due_before(event):
+                self._deliver_args()
             control = deliver(machine.feed(event, t))
             if control:
                 return control
@@ -145,6 +152,7 @@ class SyncDriver(DriverCore[Watchdog]):
         assert attempt.objects is not None
         count = 0
         watchdog = self.watchdog
+        watching = machine.watch_tool_args
         for obj in attempt.objects:
             count += 1
             watchdog.touch()
@@ -155,9 +163,13 @@ class SyncDriver(DriverCore[Watchdog]):
                 if self.cb.activity is not None:
                     self.cb.activity(activity_label(obj))
                 for event in events:
+                    if watching and machine.tool_args_due_before(event):
+                        self._deliver_args()
                     control = self._deliver_inline(machine.feed(event, t))
                     if control:
                         return control
+                if watching:
+                    self._deliver_args(t)
             finally:
                 watchdog.release()
             if watchdog.fired is not None:
@@ -165,6 +177,14 @@ class SyncDriver(DriverCore[Watchdog]):
         if watchdog.fired is not None:
             return ()
         return self._deliver_inline(self._end_objects(translator, count))
+
+    def _deliver_args(self, t: float | None = None) -> None:
+        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError); `t`,
+        the read's time, paces very big calls; None delivers every one that grew."""
+        if self.machine.acc.args_due:
+            tool_args = self.cb.tool_args
+            for item in self.machine.take_tool_args(t):
+                tool_args(item.index, item.name, item.value)
 
     # -- delivering to the caller ----------------------------------------------------------------------
     def _deliver_inline(self, outputs: Decided) -> Decided:
@@ -213,6 +233,7 @@ class SyncDriver(DriverCore[Watchdog]):
             return interrupted
         try:
             self._deliver_inline(self._feed(FallbackFinished(events, response)))
+            self._deliver_args()  # the whole answer's calls: their final values, once
         except CallbackError as exc:
             return self._callback_failed(exc)
         return self._feed_control(FallbackDelivered())

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import actions as act
@@ -90,6 +90,7 @@ def replay(
     *,
     request_id: str | None = None,
     max_line: int = MAX_LINE_BYTES,
+    on_tool_args: Callable[[int, str, Any], Any] | None = None,
     **settings: Any,
 ) -> ReplayReport:
     """Replay the trace at `source` (a path, an open binary file or a `MemorySink`).
@@ -98,6 +99,8 @@ def replay(
     `stale_giveup`, `backoff_base`, `backoff_cap`, `max_wait`) or the endpoint health each request
     started with (`stale_streak`, `streaming_disabled`, `stream_options_unsupported`); None means
     "as recorded".
+    With a wire recording, `on_tool_args` receives the tool arguments as they grew (ACC-11), as
+    the live request's callback did: the events of one read share their recorded time.
     """
     overrides = check_settings(settings)
     trace = read_trace(source, max_line=max_line)
@@ -110,7 +113,7 @@ def replay(
     for found in trace.requests.values():
         if request_id is not None and found.request_id != request_id:
             continue
-        result = replay_request(found, overrides, first_step=first_step)
+        result = replay_request(found, overrides, first_step=first_step, on_tool_args=on_tool_args)
         first_step += len(result.steps)
         report.requests.append(result)
     return report
@@ -163,7 +166,7 @@ def recorded_settings(found: RequestTrace) -> dict[str, Any]:
     return settings
 
 
-def new_machine(request_id: str, settings: dict[str, Any]) -> RequestMachine:
+def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool = False) -> RequestMachine:
     ctx = RequestContext(
         retries=settings["retries"],
         unsupported=settings["unsupported"],
@@ -178,17 +181,23 @@ def new_machine(request_id: str, settings: dict[str, Any]) -> RequestMachine:
         cooldown_s=float(settings["cooldown_s"]),
         breaker_probe=settings["breaker_probe"],
     )
-    return RequestMachine(ctx, request_id=request_id)  # no hooks: a replay logs nothing
+    # no hooks: a replay logs nothing
+    return RequestMachine(ctx, request_id=request_id, watch_tool_args=watch_tool_args)
 
 
 # -- one request ---------------------------------------------------------------------------------------
-def replay_request(found: RequestTrace, overrides: dict[str, Any], first_step: int = 1) -> RequestReplay:
+def replay_request(
+    found: RequestTrace,
+    overrides: dict[str, Any],
+    first_step: int = 1,
+    on_tool_args: Callable[[int, str, Any], Any] | None = None,
+) -> RequestReplay:
     recorded = recorded_settings(found)
     effective = {**recorded, **overrides}
     what_if = any(recorded.get(name) != value for name, value in overrides.items())
     result = RequestReplay(found.request_id, "wire" if found.has_wire else "records", effective, overrides)
     if found.has_wire:
-        replayed, delivered, outcome, notes = refeed(found, recorded)
+        replayed, delivered, outcome, notes = refeed(found, recorded, on_tool_args=on_tool_args)
         result.recorded_outcome = outcome
         if what_if:
             stale = effective["stale_timeout"] if "stale_timeout" in overrides else None
@@ -229,12 +238,19 @@ def _final(outputs: Any, final: Any) -> Any:
 
 
 def refeed(
-    found: RequestTrace, settings: dict[str, Any], *, coalesce: bool = True
+    found: RequestTrace,
+    settings: dict[str, Any],
+    *,
+    coalesce: bool = True,
+    on_tool_args: Callable[[int, str, Any], Any] | None = None,
 ) -> tuple[list[TransitionRecord], list[int], Outcome, list[str]]:
     """Feed every recorded event, at its recorded time, to a machine with the recorded settings
     (runs of deltas joined where that changes nothing, unless `coalesce` is off: `refeed.py`)."""
-    machine = new_machine(found.request_id, settings)
-    fed = feed_recording(machine, found, coalesce=coalesce)
+    if on_tool_args is None:
+        machine = new_machine(found.request_id, settings)
+    else:
+        machine = new_machine(found.request_id, settings, watch_tool_args=True)
+    fed = feed_recording(machine, found, coalesce=coalesce, on_tool_args=on_tool_args)
     return machine.records, fed.delivered_at, _outcome(machine, fed.final, True), fed.notes
 
 
