@@ -7,17 +7,17 @@
 The public names are the ones in ``__all__``; everything else is private. The behaviour they promise,
 rule by rule, is docs/behaviour.md.
 
-Importing the package is cheap and changes no other library's settings: each public name is
-imported from its module when first used (so `fsm-agent` can take Ctrl-C from its first
-millisecond, and `import fsm_agent` costs nothing until a name is used), and the only side effect is
-a ``NullHandler`` on the package's own ``fsm_agent`` logger (the library convention: nothing is
-printed unless the application configures logging).
+Importing the package is cheap and has no side effect: each public name is imported from its
+module when first used (so `fsm-agent` can take Ctrl-C from its first millisecond, and
+`import fsm_agent` costs nothing until a name is used); not even `logging` is imported before the
+`python -m fsm_agent` entry point has taken over Ctrl-C. The ``NullHandler`` on the package's own ``fsm_agent`` logger (the library convention: nothing is
+printed unless the application configures logging) is added by `fsm_agent.logs`, which every
+request imports.
 """
 
 from __future__ import annotations
 
 import importlib as _importlib
-import logging as _logging
 
 # Not `from typing import TYPE_CHECKING`: importing typing would cost `fsm-agent` its quick start.
 TYPE_CHECKING = False
@@ -97,8 +97,6 @@ __all__ = [
     "Usage",
     "replay",
 ]
-
-_logging.getLogger("fsm_agent").addHandler(_logging.NullHandler())
 
 
 def __getattr__(name: str) -> Any:

@@ -17,6 +17,7 @@ from .trace.records import TransitionRecord
 __all__ = ["log_record"]
 
 _stdlib_logger = logging.getLogger("fsm_agent")
+_stdlib_logger.addHandler(logging.NullHandler())  # silent unless the application sets up logging
 _fallback = structlog.wrap_logger(
     _stdlib_logger,
     processors=[structlog.processors.TimeStamper(fmt="iso"), structlog.processors.JSONRenderer()],

@@ -40,9 +40,9 @@ EXPECTED = {
     ],
     "trace_and_replay.py": [
         "answer: 'Red, green, blue.' after 2 attempt(s); trace: request.jsonl",
-        "6 step(s), matched>",
+        "7 step(s), matched>",
         "connecting -> retrying             error",
-        "replay: all 6 steps matched",
+        "replay: all 7 steps matched",
         "with retries=0 it would raise RemoteProtocolError after 1 attempt",
     ],
 }
