@@ -186,8 +186,21 @@ _FATAL_STREAM_CODES = frozenset(
 )
 _TRANSIENT_STATUS = frozenset({500, 502, 503, 504, 529})
 _TRANSIENT_PROVIDER_CODES = frozenset(
-    {"overloaded_error", "api_error", "server_error", "internal_server_error", "service_unavailable"}
+    {
+        "overloaded_error",
+        "api_error",
+        "server_error",
+        "internal_server_error",
+        "service_unavailable",
+        # Google (`google.rpc.Status` names, in-stream errors of the native Gemini API, PRV-N)
+        "INTERNAL",
+        "UNAVAILABLE",
+        "RESOURCE_EXHAUSTED",
+        "DEADLINE_EXCEEDED",
+    }
 )
+# Google's 429 RESOURCE_EXHAUSTED is a quota or rate limit that clears: transient (PRV-N, BO-1).
+_TRANSIENT_GOOGLE_STATUS = frozenset({429})
 # botocore ClientError / EventStreamError codes (Bedrock, any case) that are worth another attempt.
 _TRANSIENT_AWS_CODES = frozenset(
     {
@@ -208,6 +221,10 @@ def status_of(exc: BaseException) -> int | None:
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         return status
+    if is_google_api_error(exc):
+        code = getattr(exc, "code", None)  # google-genai's APIError: the status as `code`
+        if isinstance(code, int) and 100 <= code <= 599:
+            return code
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
     if isinstance(status, int):
@@ -215,6 +232,13 @@ def status_of(exc: BaseException) -> int | None:
     meta = response.get("ResponseMetadata") if isinstance(response, dict) else None  # botocore
     status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
     return status if isinstance(status, int) else None
+
+
+def is_google_api_error(exc: BaseException) -> bool:
+    """An `APIError` of google-genai (recognised by name: the SDK is never imported here)."""
+    return any(
+        cls.__name__ == "APIError" and cls.__module__.startswith("google.") for cls in type(exc).__mro__
+    )
 
 
 def aws_error_code(exc: BaseException) -> str:
@@ -279,6 +303,8 @@ def classify(exc: BaseException) -> ErrorKind:
     if aws_error_code(exc).lower() in _TRANSIENT_AWS_CODES:
         return ErrorKind.TRANSIENT
     if status in _TRANSIENT_STATUS:
+        return ErrorKind.TRANSIENT
+    if status in _TRANSIENT_GOOGLE_STATUS and is_google_api_error(exc):
         return ErrorKind.TRANSIENT
     if status is not None:
         return ErrorKind.PERMANENT

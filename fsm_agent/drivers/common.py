@@ -159,7 +159,9 @@ def activity_label(obj: Any) -> str:
 
 def looks_like_client(obj: Any) -> bool:
     """An SDK client (as opposed to a zero-argument factory that makes one)."""
-    return any(hasattr(obj, name) for name in ("chat", "messages", "responses", "converse_stream"))
+    if any(hasattr(obj, name) for name in ("chat", "messages", "responses", "converse_stream")):
+        return True
+    return hasattr(getattr(obj, "models", None), "generate_content_stream")  # google.genai.Client
 
 
 class ClientSource:
@@ -226,7 +228,8 @@ def _close_client(client: Any) -> None:
 
 
 async def _aclose_client(client: Any) -> None:
-    close = getattr(client, "close", None)
+    # `aclose` where there is no `close` (google-genai's AsyncClient).
+    close = getattr(client, "close", None) or getattr(client, "aclose", None)
     if callable(close):
         try:
             closing = close()
