@@ -63,7 +63,8 @@ def _sdk(api: str) -> Any:
         return importlib.import_module(name)
     except ImportError:
         raise SetupError(
-            f"--api {api} needs the {name.replace('.', '-')} package: pip install 'fsm_agent[{_EXTRAS[name]}]'"
+            f"--api {api} needs the {name.replace('.', '-')} package: "
+            f"pip install 'fsm_agent[{_EXTRAS[name]}]'"
         ) from None
 
 
@@ -89,7 +90,8 @@ def provider_client(api: str, base_url: str | None, env: Mapping[str, str] | Non
     variables = (variable, *_KEY_FALLBACKS.get(api, ()))
     key = next((env.get(name, "").strip() for name in variables if env.get(name, "").strip()), "")
     if not key:
-        raise SetupError(f"set {' or '.join(variables)} to stream with --api {api} (or use --emulator SCENARIO)")
+        wanted = " or ".join(variables)
+        raise SetupError(f"set {wanted} to stream with --api {api} (or use --emulator SCENARIO)")
     sdk = _sdk(api)
     if api == "gemini_generate_content":
         return _gemini_client(sdk, key, base_url)
@@ -243,7 +245,11 @@ def build_params(
             config["system_instruction"] = system
         if tools:
             declarations = [
-                {"name": t["name"], "description": t["description"], "parameters_json_schema": t["parameters"]}
+                {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters_json_schema": t["parameters"],
+                }
                 for t in tools
             ]
             config["tools"] = [{"function_declarations": declarations}]

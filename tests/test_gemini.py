@@ -1,0 +1,365 @@
+"""PRV-N with the real google-genai client on the emulator over loopback HTTP: inference of the API,
+the answer read from the `streamGenerateContent?alt=sse` bytes, and the resilience matrix — a drop
+before and after visible text, mid function call (retried with the marker; stubbed with the warning
+once the budget is spent), a stall while streaming and before the headers, an in-stream error, HTTP
+429 RESOURCE_EXHAUSTED, 5xx and 4xx, keepalives, keepalive-only and "streaming not supported"
+(fallback to `generate_content`), a JSON body answered to the stream, an interrupt while silent, a
+client read by its objects (WIRE-5), and `to_chat_completion()`. Every test proves each attempt's
+stream was closed exactly once and no socket or thread was left behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from helpers import Collect, assert_emulator_and_threads_idle, wait_until
+
+import fsm_agent
+from fsm_agent.providers import gemini, infer_api
+from fsm_agent.providers.base import Attempt
+from fsm_agent.testing import (
+    DropAfter,
+    DropMidFrame,
+    Emulator,
+    HttpError,
+    KeepaliveOnly,
+    Keepalives,
+    MalformedFrame,
+    NonStreamingBody,
+    Scenario,
+    Stall,
+    StreamError,
+    StreamingUnsupported,
+    ToolCall,
+    Usage,
+)
+from fsm_agent.testing.gemini_wire import thought_signature
+
+MODEL = "gemini-2.5-flash"
+WRITE = ToolCall("write_file", '{"path": "notes/ä.txt", "text": "héllo 😀"}')
+TIME = ToolCall("get_time", '{"tz": "UTC"}')
+FULL = Scenario.build(
+    "The weather is sunny today.",
+    reasoning="User wants weather.",
+    tool_calls=[WRITE, TIME],
+    usage=Usage(input_tokens=50, output_tokens=30, reasoning_tokens=6, cached_tokens=8),
+)
+ANSWER = "One two three four five six."
+
+
+def params() -> dict[str, Any]:
+    return {"model": MODEL, "contents": "hi"}
+
+
+class Kit:
+    """The caller's genai client (closed at the end, never by the library), the attempts the
+    adapter opened, and the leak check."""
+
+    def __init__(self, emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.emulator = emulator
+        self.threads_before = set(threading.enumerate())
+        self.client = genai.Client(api_key="AIza-test", http_options={"base_url": emulator.gemini_base_url})
+        self.attempts: list[Attempt] = []
+        original = gemini.GeminiAdapter.open
+
+        def record(adapter: Any, *args: Any, **kwargs: Any) -> Attempt:
+            self.attempts.append(original(adapter, *args, **kwargs))
+            return self.attempts[-1]
+
+        monkeypatch.setattr(gemini.GeminiAdapter, "open", record)
+
+    def stream(self, session: fsm_agent.Session | None = None, **kwargs: Any) -> fsm_agent.StreamResult:
+        return (session or fsm_agent.Session()).stream(self.client, params(), **kwargs)
+
+    def assert_clean(self, attempts: int) -> None:
+        assert len(self.attempts) == attempts, f"{len(self.attempts)} attempts, wanted {attempts}"
+        assert all(a.closed and a.close_calls == 1 for a in self.attempts)
+        self.client.close()
+        assert_emulator_and_threads_idle(self.emulator, self.threads_before, 2.0)
+
+
+@pytest.fixture
+def kit(emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kit]:
+    made = Kit(emulator, monkeypatch)
+    yield made
+    made.client.close()
+
+
+def calls(result: fsm_agent.StreamResult) -> list[tuple[str, str]]:
+    return [(c.name, c.arguments) for c in result.tool_calls]
+
+
+def test_inferred_and_read_from_the_wire(kit: Kit) -> None:
+    assert infer_api(kit.client) == infer_api(kit.client.aio) == "gemini_generate_content"
+    kit.emulator.script(FULL)
+    got = Collect()
+    result = kit.stream(**got.callbacks(activity=True))
+    assert (result.content, result.reasoning) == (FULL.text, FULL.reasoning)
+    assert result.finish_reason == "tool_calls"
+    assert calls(result) == [("write_file", WRITE.arguments), ("get_time", TIME.arguments)]
+    assert result.tool_calls[0].extra == {"thoughtSignature": thought_signature(WRITE)}
+    assert result.tool_calls[1].extra is None and result.tool_calls[0].id != result.tool_calls[1].id
+    assert got.tools == [(0, "write_file"), (1, "get_time")] and got.text == FULL.text
+    frames = sum(len(b.chunks) for b in FULL.blocks() if b.kind != "tool") + len(FULL.tool_calls) + 1
+    assert got.activity == ["message"] * frames  # CB-4: on every chunk
+    usage = result.usage
+    assert usage is not None and (usage.input_tokens, usage.output_tokens, usage.cached_tokens) == (50, 30, 8)
+    assert (result.model, result.streamed, result.stub) == (MODEL, True, False)
+    assert result.provider_data["gemini_finish_reason"] == "STOP"
+    request = kit.emulator.requests[0]
+    assert request.path == f"/v1/models/{MODEL}:streamGenerateContent?alt=sse" or request.path.endswith(
+        f"/models/{MODEL}:streamGenerateContent?alt=sse"
+    )
+    assert request.headers["x-goog-api-key"] == "AIza-test"
+    assert kit.attempts[0].chunks is not None  # bytes, not the SDK's objects
+    completion = result.to_chat_completion()
+    message = completion.choices[0].message
+    assert (message.content, message.reasoning_content) == (FULL.text, FULL.reasoning)
+    assert [(c.function.name, c.function.arguments) for c in message.tool_calls] == calls(result)
+    assert completion.choices[0].finish_reason == "tool_calls" and completion.usage.prompt_tokens == 50
+    kit.assert_clean(1)
+
+
+def test_res2_drop_before_visible_text_is_retried_silently(kit: Kit) -> None:
+    kit.emulator.script(
+        Scenario.build(ANSWER, reasoning="Think.", faults=[DropAfter(1, kind="reasoning")]),
+        Scenario.build(ANSWER),
+    )
+    got = Collect()
+    result = kit.stream(**got.callbacks())
+    assert (result.content, result.attempts, result.stub) == (ANSWER, 2, False)
+    assert got.text == ANSWER
+    kit.assert_clean(2)
+
+
+def test_res4_drop_after_visible_text_is_a_stub(kit: Kit) -> None:
+    kit.emulator.script(Scenario.build(ANSWER, faults=[DropAfter(1, kind="text")]))
+    got = Collect()
+    result = kit.stream(**got.callbacks())
+    assert result.stub and result.finish_reason == "length" and result.attempts == 1
+    assert result.content == got.text.strip() and result.content and result.content != ANSWER
+    kit.assert_clean(1)
+
+
+@pytest.mark.parametrize("cut", [DropMidFrame(2, kind="tool_args"), DropAfter(1, kind="tool_args")])
+def test_res3_mid_function_call_reconnects_with_the_marker(kit: Kit, cut: Any) -> None:
+    """The call arrived whole, the finish reason did not: the call is in flight (it is final only
+    with the finish reason), so the attempt is retried with the marker and the call recovered. (The
+    emulator places a cut at a later argument fragment after the call's one frame.)"""
+    text = "Let me write the file."
+    kit.emulator.script(
+        Scenario.build(text, tool_calls=[WRITE, TIME], faults=[cut]),
+        Scenario.build(text, tool_calls=[WRITE, TIME]),
+    )
+    got = Collect()
+    result = kit.stream(**got.callbacks())
+    markers = [t for t in got.texts if "reconnecting" in t]
+    assert len(markers) == 1 and got.text == text + markers[0] + text
+    assert calls(result) == [("write_file", WRITE.arguments), ("get_time", TIME.arguments)]
+    assert (result.attempts, result.stub, result.finish_reason) == (2, False, "tool_calls")
+    kit.assert_clean(2)
+
+
+def test_res4_a_cut_inside_the_function_calls_frame_is_a_stub_of_the_text(kit: Kit) -> None:
+    """Cut inside the call's own frame: the call never arrived, only the text did (RES-4)."""
+    text = "Let me write the file."
+    kit.emulator.script(Scenario.build(text, tool_calls=[WRITE], faults=[DropMidFrame(0, kind="tool_args")]))
+    got = Collect()
+    result = kit.stream(**got.callbacks())
+    assert (result.stub, result.content, result.tool_calls, result.attempts) == (True, text, [], 1)
+    assert got.tools == [] and result.dropped_tool_names == []
+    kit.assert_clean(1)
+
+
+def test_res5_mid_function_call_with_the_budget_spent_is_a_stub_with_the_warning(kit: Kit) -> None:
+    text = "Let me write the file."
+    kit.emulator.script(Scenario.build(text, tool_calls=[WRITE], faults=[DropAfter(1, kind="tool_args")]))
+    got = Collect()
+    result = kit.stream(fsm_agent.Session(retries=0), **got.callbacks())
+    assert result.stub and result.tool_calls == [] and result.dropped_tool_names == ["write_file"]
+    assert "Stream stalled mid tool-call" in result.content and "write_file" in result.content
+    kit.assert_clean(1)
+
+
+def test_wd1_stall_before_text_is_retried(kit: Kit) -> None:
+    kit.emulator.script(
+        Scenario.build(ANSWER, faults=[Stall(0, kind="text", seconds=10)]), Scenario.build(ANSWER)
+    )
+    started = time.monotonic()
+    result = kit.stream(fsm_agent.Session(stale_timeout=0.3))
+    assert time.monotonic() - started < 0.3 + 0.6
+    assert (result.content, result.attempts) == (ANSWER, 2)
+    assert sum(r.dest == "stalled" for r in result.records) == 1
+    kit.assert_clean(2)
+
+
+def test_wd1_open_phase_stall_before_the_headers(kit: Kit) -> None:
+    """The provider takes the request and never answers: the read timeout is capped at the stale
+    timeout, so the attempt ends as a stall and is retried."""
+    kit.emulator.script(
+        Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]), Scenario.build(ANSWER)
+    )
+    started = time.monotonic()
+    result = kit.stream(fsm_agent.Session(stale_timeout=0.3))
+    assert time.monotonic() - started < 0.3 + 0.6
+    assert (result.content, result.attempts) == (ANSWER, 2)
+    assert any(r.dest == "stalled" for r in result.records)
+    kit.assert_clean(1)  # the first attempt never got a stream handle
+
+
+def test_acc10_in_stream_error_is_retried_when_transient(kit: Kit) -> None:
+    kit.emulator.script(
+        Scenario.build(ANSWER, faults=[StreamError(0, kind="text", code="overloaded_error")]),
+        Scenario.build(ANSWER),
+    )
+    result = kit.stream()
+    assert (result.content, result.attempts) == (ANSWER, 2)
+    kit.assert_clean(2)
+
+
+def test_acc10_in_stream_error_after_visible_text_without_budget_is_a_stub(kit: Kit) -> None:
+    kit.emulator.script(Scenario.build(ANSWER, faults=[StreamError(2, kind="text")]))
+    result = kit.stream(fsm_agent.Session(retries=0))
+    assert result.stub and result.content and result.attempts == 1
+    kit.assert_clean(1)
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_transient_http_statuses_are_retried(kit: Kit, status: int) -> None:
+    kit.emulator.script(Scenario.build(ANSWER, faults=[HttpError(status)]), Scenario.build(ANSWER))
+    got = Collect()
+    result = kit.stream(**got.callbacks())
+    assert (result.content, result.attempts) == (ANSWER, 2)
+    assert any("retrying" in s for s in got.statuses)
+    kit.assert_clean(1)
+
+
+def test_a_429_that_never_clears_raises_the_sdks_own_error(kit: Kit) -> None:
+    kit.emulator.script(Scenario.build(ANSWER, faults=[HttpError(429)]), cycle=True)
+    with pytest.raises(genai_errors.ClientError) as caught:
+        kit.stream(fsm_agent.Session(retries=1))
+    assert caught.value.code == 429 and caught.value.status == "RESOURCE_EXHAUSTED"
+    assert len(kit.emulator.requests) == 2
+    kit.assert_clean(0)
+
+
+def test_res7_a_4xx_is_raised_at_once(kit: Kit) -> None:
+    kit.emulator.script(Scenario.build(ANSWER, faults=[HttpError(400, message="Invalid model")]))
+    with pytest.raises(genai_errors.ClientError) as caught:
+        kit.stream()
+    assert caught.value.code == 400 and "Invalid model" in str(caught.value)
+    assert len(kit.emulator.requests) == 1
+    kit.assert_clean(0)
+
+
+def test_wire2_keepalives_are_skipped(kit: Kit) -> None:
+    kit.emulator.script(Scenario.build(ANSWER, faults=[Keepalives(kind="comment", every=1, count=2)]))
+    got = Collect()
+    result = kit.stream(**got.callbacks(activity=True))
+    assert (result.content, result.attempts) == (ANSWER, 1)
+    assert "message" in got.activity
+    kit.assert_clean(1)
+
+
+@pytest.mark.parametrize(
+    ("fault", "streams"),
+    [(KeepaliveOnly(3), 1), (StreamingUnsupported(), 0)],
+    ids=["keepalive-only", "streaming-unsupported"],
+)
+def test_res9_falls_back_to_generate_content(kit: Kit, fault: Any, streams: int) -> None:
+    kit.emulator.script(Scenario(steps=FULL.steps, faults=(fault,)), Scenario(steps=FULL.steps))
+    session = fsm_agent.Session()
+    got = Collect()
+    result = kit.stream(session, **got.callbacks())
+    assert (result.content, result.reasoning, result.streamed) == (FULL.text, FULL.reasoning, False)
+    assert calls(result) == [("write_file", WRITE.arguments), ("get_time", TIME.arguments)]
+    assert result.tool_calls[0].extra == {"thoughtSignature": thought_signature(WRITE)}
+    assert session.streaming_disabled and got.texts == [FULL.text]
+    assert kit.emulator.requests[-1].path.endswith(f"/models/{MODEL}:generateContent")
+    later = kit.stream(session)  # RES-9: the session goes straight to generate_content
+    assert later.streamed is False and kit.emulator.requests[-1].path.endswith(":generateContent")
+    kit.assert_clean(streams)  # a stream opened only when the endpoint answered with one
+
+
+def test_wire5_a_json_body_answered_to_the_stream_is_the_finished_response(kit: Kit) -> None:
+    kit.emulator.script(Scenario(steps=FULL.steps, faults=(NonStreamingBody(),)))
+    result = kit.stream()
+    assert (result.content, result.streamed, result.finish_reason) == (FULL.text, False, "tool_calls")
+    assert len(kit.emulator.requests) == 1
+    kit.assert_clean(1)
+
+
+def test_res10_a_frame_that_is_not_json_is_raised(kit: Kit) -> None:
+    kit.emulator.script(Scenario.build(ANSWER, faults=[MalformedFrame(1)]))
+    with pytest.raises(fsm_agent.ProviderStreamError) as caught:
+        kit.stream()
+    assert caught.value.code == "provider_stream_non_json_data"
+    kit.assert_clean(1)
+
+
+def test_res11_interrupt_while_silent(kit: Kit) -> None:
+    kit.emulator.script(Scenario.build(ANSWER, faults=[Stall(2, kind="text", seconds=10)]))
+    session = fsm_agent.Session(stale_timeout=30)
+    got = Collect()
+    fired_at: list[float] = []
+
+    def interrupter() -> None:
+        if wait_until(lambda: bool(got.texts), 3.0):
+            time.sleep(0.1)
+            fired_at.append(time.monotonic())
+            session.interrupt()
+
+    thread = threading.Thread(target=interrupter, name="test-interrupter")
+    thread.start()
+    try:
+        with pytest.raises(InterruptedError):
+            kit.stream(session, **got.callbacks())
+        raised_at = time.monotonic()
+    finally:
+        thread.join()
+    assert fired_at and raised_at - fired_at[0] < 0.2
+    kit.assert_clean(1)
+
+
+class ObjectsOnly:
+    """A client wrapper without the SDK's internals: `models.generate_content_stream` only."""
+
+    def __init__(self, client: Any) -> None:
+        self.models = _Models(client.models)
+
+
+class _Models:
+    def __init__(self, models: Any) -> None:
+        self._models = models
+
+    def generate_content_stream(self, **kwargs: Any) -> Any:
+        return self._models.generate_content_stream(**kwargs)
+
+    def generate_content(self, **kwargs: Any) -> Any:
+        return self._models.generate_content(**kwargs)
+
+
+def test_wire5_a_client_without_the_internals_is_read_by_its_objects(kit: Kit) -> None:
+    kit.emulator.script(FULL, FULL)
+    wire = kit.stream()
+    wrapped = ObjectsOnly(kit.client)
+    assert infer_api(wrapped) == "gemini_generate_content"
+    objects = fsm_agent.Session().stream(wrapped, params())
+    assert kit.attempts[1].objects is not None and kit.attempts[0].chunks is not None
+    keys = ("content", "reasoning", "finish_reason", "usage", "model", "streamed", "attempts")
+    assert {k: getattr(objects, k) for k in keys} == {k: getattr(wire, k) for k in keys}
+    assert [(c.name, c.arguments, c.extra) for c in objects.tool_calls] == [
+        (c.name, c.arguments, c.extra) for c in wire.tool_calls
+    ]
+    kit.assert_clean(2)
+
+
+def test_stray_params_are_the_callers_error(kit: Kit) -> None:
+    with pytest.raises(TypeError, match="messages"):
+        fsm_agent.Session().stream(kit.client, {"model": MODEL, "messages": []})
+    assert kit.emulator.requests == []
