@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -38,6 +39,8 @@ from .gemini_events import GeminiTranslator, plain_chunk, response_events
 __all__ = ["GeminiAdapter", "is_finished_response", "wire_request"]
 
 _PARAMS = frozenset({"model", "contents", "config"})
+
+log = logging.getLogger("fsm_agent")
 
 
 def _check_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +84,18 @@ def wire_request(client: Any, params: dict[str, Any], read_timeout: float) -> tu
     )
     if api is None or any(part is None for part in needed):
         return None
+    try:
+        return _build(api, params, read_timeout, types, genai_models, _common)
+    except (TypeError, AttributeError, KeyError):
+        # The internals exist but are shaped differently (another SDK version): read objects. An
+        # error that is the caller's own comes back from the SDK's public call the same way.
+        log.debug("google-genai's request builder differs; reading its objects", exc_info=True)
+        return None
+
+
+def _build(
+    api: Any, params: dict[str, Any], read_timeout: float, types: Any, genai_models: Any, _common: Any
+) -> tuple[Any, Any]:
     config = params.get("config")
     try:
         from google.genai import _extra_utils
@@ -204,7 +219,10 @@ class GeminiAdapter:
                 returned = _plain_objects(returned)
             return await aobject_attempt(returned, is_finished_response)
         api, http_request = built
-        response = await api._async_request_once(http_request, stream=True, implicit_retry=False)
+        send = api._async_request_once
+        # No retry of its own on an aiohttp connection error (it sleeps 1-10 s first): ours decide.
+        quiet = {"implicit_retry": False} if "implicit_retry" in inspect.signature(send).parameters else {}
+        response = await send(http_request, stream=True, **quiet)
         http = response.response_stream
         if hasattr(http, "aiter_bytes"):  # httpx / httpx2
             if _is_json(http):
