@@ -186,7 +186,7 @@ def short_request() -> None:
         many(lambda: run_sdk(client, text, calls)),
         rounds=7,
     )
-    print(f"short request (one text chunk + finish), {requests} requests a run; medians of 7 interleaved runs")
+    print(f"short request (one text chunk + finish), {requests} requests a run; medians of 7 interleaved")
     print(_row("(a) session.stream()", a, requests, "request"))
     print(_row("(d) the Gemini adapter alone", d, requests, "request"))
     print(_row("(b) SDK generate_content_stream()", b, requests, "request"))
