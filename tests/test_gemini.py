@@ -9,6 +9,9 @@ stream was closed exactly once and no socket or thread was left behind."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -335,13 +338,9 @@ class ObjectsOnly:
 
 class _Models:
     def __init__(self, models: Any) -> None:
-        self._models = models
-
-    def generate_content_stream(self, **kwargs: Any) -> Any:
-        return self._models.generate_content_stream(**kwargs)
-
-    def generate_content(self, **kwargs: Any) -> Any:
-        return self._models.generate_content(**kwargs)
+        # The SDK's own methods (coroutine functions on `client.aio`): the wrapper stays async.
+        self.generate_content_stream = models.generate_content_stream
+        self.generate_content = models.generate_content
 
 
 def test_wire5_a_client_without_the_internals_is_read_by_its_objects(kit: Kit) -> None:
@@ -363,3 +362,63 @@ def test_stray_params_are_the_callers_error(kit: Kit) -> None:
     with pytest.raises(TypeError, match="messages"):
         fsm_agent.Session().stream(kit.client, {"model": MODEL, "messages": []})
     assert kit.emulator.requests == []
+
+
+def test_the_thought_signature_goes_back_as_it_came(kit: Kit) -> None:
+    """PRV-N: `extra["thoughtSignature"]` is what the next request must carry in the call's part."""
+    kit.emulator.script(Scenario.build("x", tool_calls=[WRITE]), Scenario.build("done"))
+    call = kit.stream().tool_calls[0]
+    model_turn = {
+        "role": "model",
+        "parts": [
+            {
+                "function_call": {"name": call.name, "args": json.loads(call.arguments)},
+                "thought_signature": base64.b64decode(call.extra["thoughtSignature"]),  # type: ignore[index]
+            }
+        ],
+    }
+    answer = {"role": "user", "parts": [{"function_response": {"name": call.name, "response": {"ok": True}}}]}
+    contents = [{"role": "user", "parts": [{"text": "hi"}]}, model_turn, answer]
+    assert fsm_agent.Session().stream(kit.client, {"model": MODEL, "contents": contents}).content == "done"
+    sent = kit.emulator.requests[1].body["contents"][1]["parts"][0]
+    assert sent["thoughtSignature"] == call.extra["thoughtSignature"] == thought_signature(WRITE)  # type: ignore[index]
+    kit.assert_clean(2)
+
+
+def test_vertex_ai_and_a_factory_of_clients(kit: Kit) -> None:
+    kit.emulator.script(FULL, cycle=True)
+    made: list[Any] = []
+
+    def factory() -> Any:
+        base_url = kit.emulator.gemini_base_url
+        made.append(genai.Client(vertexai=True, api_key="AIza-test", http_options={"base_url": base_url}))
+        return made[-1]
+
+    result = fsm_agent.Session().stream(factory, {**params(), "config": {"temperature": 0.1}})
+    assert (result.content, result.finish_reason) == (FULL.text, "tool_calls")
+    request = kit.emulator.requests[0]
+    assert f"/publishers/google/models/{MODEL}:streamGenerateContent" in request.path
+    assert request.body["generationConfig"] == {"temperature": 0.1}
+    assert len(made) == 1 and made[0]._api_client._httpx_client.is_closed  # closed with its attempt
+    kit.assert_clean(1)
+
+
+def test_async_client_without_the_internals_is_read_by_its_objects(kit: Kit) -> None:
+    kit.emulator.script(FULL, cycle=True)
+
+    async def main() -> tuple[Any, Any]:
+        aio = genai.Client(api_key="AIza-test", http_options={"base_url": kit.emulator.gemini_base_url}).aio
+        try:
+            wire = await fsm_agent.Session().astream(aio, params())
+            objects = await fsm_agent.Session().astream(ObjectsOnly(aio), params())
+        finally:
+            await aio.aclose()
+        return wire, objects
+
+    wire, objects = asyncio.run(main())
+    keys = ("content", "reasoning", "finish_reason", "usage", "model", "streamed")
+    assert {k: getattr(objects, k) for k in keys} == {k: getattr(wire, k) for k in keys}
+    assert [(c.name, c.arguments, c.extra) for c in objects.tool_calls] == [
+        (c.name, c.arguments, c.extra) for c in wire.tool_calls
+    ]
+    kit.assert_clean(0)

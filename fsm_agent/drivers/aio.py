@@ -49,6 +49,7 @@ _ASYNC_PROBES = (
     ("chat", "completions", "create"),
     ("responses", "create"),
     ("messages", "create"),
+    ("models", "generate_content_stream"),  # google-genai's AsyncClient (client.aio)
 )
 
 
