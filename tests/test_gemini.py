@@ -422,3 +422,19 @@ def test_async_client_without_the_internals_is_read_by_its_objects(kit: Kit) -> 
         (c.name, c.arguments, c.extra) for c in wire.tool_calls
     ]
     kit.assert_clean(0)
+
+
+def test_cli_client_takes_the_key_from_either_variable(kit: Kit) -> None:
+    from fsm_agent.cli.clients import build_params, provider_client
+
+    kit.emulator.script(Scenario.build(ANSWER), cycle=True)
+    request = build_params("gemini_generate_content", MODEL, "Hello", system="Be brief.")
+    assert request["config"]["system_instruction"] == "Be brief."
+    for env in ({"GEMINI_API_KEY": "AIza-one"}, {"GOOGLE_API_KEY": "AIza-two"}):
+        client = provider_client("gemini_generate_content", kit.emulator.gemini_base_url, env)
+        try:
+            assert fsm_agent.Session().stream(client, request).content == ANSWER
+        finally:
+            client.close()
+        assert kit.emulator.requests[-1].headers["x-goog-api-key"] == next(iter(env.values()))
+    kit.assert_clean(2)
