@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from .backoff import Backoff
 from .errors import (
     EmptyStreamError,
     FsmAgentError,
@@ -20,6 +21,7 @@ from .errors import (
     StreamStalledError,
     TraceFormatError,
 )
+from .health import MemoryHealth
 from .result import StreamResult, ToolCall, Usage
 from .session import Session
 from .trace.replay import replay
@@ -27,11 +29,13 @@ from .trace.report import ReplayReport
 from .trace.sinks import JsonlSink, MemorySink
 
 __all__ = [
+    "Backoff",
     "EmptyStreamError",
     "FsmAgentError",
     "IncompleteStreamError",
     "JsonlSink",
     "MachineError",
+    "MemoryHealth",
     "MemorySink",
     "ProviderStreamError",
     "ProviderUnresponsiveError",

@@ -32,6 +32,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "UsageReport",
+    "WaitOver",
     "WireEvent",
 ]
 
@@ -161,6 +162,15 @@ class AttemptFailed:
     error: BaseException
     from_callback: bool = False
     kind: ErrorKind | None = None
+    # BO-2: the server's hint (seconds from when the attempt failed) and where it came from
+    # ("retry-after-ms", "retry-after"); read at the boundary, where the wall clock is.
+    hint: float | None = None
+    hint_source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitOver:
+    """The wait the machine asked for (state `waiting`, BO-2) has passed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ class State(enum.Enum):
     FINISHING = "finishing"
     STALLED = "stalled"
     RETRYING = "retrying"
+    WAITING = "waiting"
     STUBBING = "stubbing"
     FALLBACK = "fallback"
     DONE = "done"
@@ -78,10 +79,15 @@ _OUTCOMES: dict[str, tuple[State, tuple[str, ...], tuple[str, ...]]] = {
     "options": (S.RETRYING, ("options_rejected",), ("has_visible_text",)),
     # RES-9: streaming unavailable
     "fallback": (S.FALLBACK, ("streaming_unsupported", "fallback_allowed"), ("has_visible_text",)),
-    # RES-2 / RES-6: nothing visible yet, retry silently
-    "retry": (S.RETRYING, ("is_transient", "budget_left"), ("has_visible_text",)),
+    # RES-2 / RES-6: nothing visible yet, retry silently (BO-3: unless the server asks for more
+    # than max_wait)
+    "retry": (S.RETRYING, ("is_transient", "budget_left"), ("has_visible_text", "hint_too_long")),
     # RES-3: visible text and a tool call in flight, retry with a "reconnecting" marker
-    "retry_mid_tool": (S.RETRYING, ("is_transient", "budget_left", "has_visible_text", "tool_in_flight"), ()),
+    "retry_mid_tool": (
+        S.RETRYING,
+        ("is_transient", "budget_left", "has_visible_text", "tool_in_flight"),
+        ("hint_too_long",),
+    ),
     # RES-4 / RES-5: keep what the user read; never retry over it
     "stub": (S.STUBBING, ("has_visible_text",), ()),
     # RES-6 / RES-7: nothing visible, no retry left (or not retryable): raise
@@ -102,8 +108,10 @@ def _decide(trigger: str, sources: Sequence[State], outcomes: Sequence[str]) -> 
 
 
 TABLE: list[Row] = [
-    # A request begins: the breaker (WD-3) and the learned streaming_disabled (RES-9) decide.
+    # A request begins: the breaker (WD-3, BO-7), the endpoint's cooldown (BO-6) and the learned
+    # streaming_disabled (RES-9) decide.
     _row("start", S.IDLE, S.FAILED, ["breaker_tripped"]),
+    _row("start", S.IDLE, S.WAITING, ["cooling_down"]),
     _row("start", S.IDLE, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
     _row("start", S.IDLE, S.CONNECTING),
     # Phase changes of a healthy stream.
@@ -128,7 +136,11 @@ TABLE: list[Row] = [
     # WD-1: the watchdog fired; the driver aborts the attempt, then the stall (transient) is decided.
     _row("stale", LIVE, S.STALLED),
     *_decide("closed", (S.STALLED,), ("finished", "retry", "retry_mid_tool", "stub", "fail")),
+    # BO-2: between a failed attempt and the next one, the wait the policy decided (if any).
+    _row("closed", S.RETRYING, S.WAITING, ["must_wait"]),
     _row("closed", S.RETRYING, S.CONNECTING),
+    _row("waited", S.WAITING, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
+    _row("waited", S.WAITING, S.CONNECTING),
     _row("closed", S.STUBBING, S.DONE),
     # The non-streaming fallback: its answer is delivered, it fails, or it stalls (WD-3 counts it).
     _row("fallback_done", S.FALLBACK, S.DONE),

@@ -16,6 +16,7 @@ from transitions import MachineError as _TransitionsMachineError
 
 from . import actions as act
 from .accumulator import Accumulator
+from .backoff import wait_before
 from .errors import (
     EmptyStreamError,
     ErrorKind,
@@ -27,6 +28,7 @@ from .errors import (
     ToolInputError,
     classify,
     is_parser_error,
+    status_of,
 )
 from .events import (
     AttemptClosed,
@@ -47,6 +49,7 @@ from .events import (
     ToolCallDelta,
     ToolCallEnd,
     UsageReport,
+    WaitOver,
 )
 from .guards import GUARDS, RequestContext
 from .machine import State, build_machine, guard_method
@@ -81,6 +84,8 @@ def _event_summary(event: object) -> dict[str, Any]:
     if isinstance(event, AttemptFailed):
         summary["error"] = type(event.error).__name__
         summary["from_callback"] = event.from_callback
+        if event.hint is not None:
+            summary["hint"], summary["hint_source"] = event.hint, event.hint_source
     elif isinstance(event, StaleTimeout):
         summary["stale_timeout"] = event.stale_timeout
     elif isinstance(event, FinishReason):
@@ -244,7 +249,13 @@ class RequestMachine:
 
     # -- timer and control events -----------------------------------------------------------------
     def _start(self, event: Start, t: float) -> tuple[Output, ...]:
+        ctx = self.ctx
+        if ctx.cooldown_s > 0:  # BO-6: the wait `cooling_down` decides on, for the record
+            ctx.wait_s, ctx.wait_source = ctx.cooldown_s, "cooldown"
         return self._fire("start", event, t)
+
+    def _waited(self, event: WaitOver, t: float) -> tuple[Output, ...]:
+        return self._fire("waited", event, t)
 
     def _stale(self, event: StaleTimeout, t: float) -> tuple[Output, ...]:
         # WD-3: every stall counts toward the session's streak, whatever it leads to.
@@ -255,8 +266,13 @@ class RequestMachine:
         return (act.Remember("stall"), *self._fire("stale", event, t))
 
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
-        self._set_error(event.error, ErrorKind.FATAL if event.from_callback else event.kind)
-        return self._fire("error", event, t)
+        kind = ErrorKind.FATAL if event.from_callback else event.kind
+        self._set_error(event.error, kind, event.hint, event.hint_source)
+        out = self._fire("error", event, t)
+        if event.hint is not None and status_of(event.error) in (429, 529):
+            # BO-6: the endpoint asked everyone to hold off; the session's other requests wait too.
+            return (act.Remember("cooldown", event.hint), *out)
+        return out
 
     def _closed(self, event: AttemptClosed, t: float) -> tuple[Output, ...]:
         return self._fire("closed", event, t)
@@ -292,17 +308,34 @@ class RequestMachine:
         StaleTimeout: _stale,
         AttemptFailed: _failed,
         AttemptClosed: _closed,
+        WaitOver: _waited,
         Interrupt: _interrupt,
         FallbackFinished: _fallback_finished,
         FallbackDelivered: _fallback_delivered,
     }
 
-    def _set_error(self, error: BaseException, kind: ErrorKind | None = None) -> None:
-        self.ctx.error = error
-        self.ctx.error_kind = kind if kind is not None else classify(error)
+    def _set_error(
+        self,
+        error: BaseException,
+        kind: ErrorKind | None = None,
+        hint: float | None = None,
+        hint_source: str | None = None,
+    ) -> None:
+        ctx = self.ctx
+        ctx.error = error
+        ctx.error_kind = kind if kind is not None else classify(error)
         if isinstance(error, ToolInputError) or is_parser_error(error):
             # PRV-A4: later attempts ask the server to buffer and validate tool arguments.
-            self.ctx.buffer_tool_input = True
+            ctx.buffer_tool_input = True
+        # BO-2: the wait before the next attempt is decided with the error, so every record of
+        # the decision carries it (the RES-8 retry never waits).
+        ctx.hint_s, ctx.hint_source = hint, hint_source if hint is not None else None
+        if ctx.error_kind is ErrorKind.TRANSIENT:
+            ctx.wait_s, ctx.wait_source = wait_before(
+                ctx.retries_used + 1, hint, ctx.hint_source, ctx.backoff(), ctx.seed
+            )
+        else:
+            ctx.wait_s, ctx.wait_source = 0.0, None
 
     # -- firing a trigger ----------------------------------------------------------------------------
     def _fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
@@ -358,6 +391,8 @@ class RequestMachine:
             )
         if dest is S.RETRYING:
             return self._enter_retrying()
+        if dest is S.WAITING:
+            return self._enter_waiting(source)
         if dest is S.STALLED:
             return (
                 act.Status(f"stalled: {ctx.error}; aborting attempt {ctx.attempt}"),
@@ -393,6 +428,17 @@ class RequestMachine:
         out.append(act.CloseAttempt(then_feed_closed=True))
         return tuple(out)
 
+    def _enter_waiting(self, source: State) -> tuple[Output, ...]:
+        ctx = self.ctx
+        if source is S.IDLE:
+            why = "the endpoint is cooling down after a rate limit"
+            message = f"waiting {ctx.wait_s:.1f} s before attempt 1: {why}"
+        else:
+            status = status_of(ctx.error) if ctx.error is not None else None
+            why = f"HTTP {status}" if status is not None else type(ctx.error).__name__
+            message = f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}, {ctx.wait_source}"
+        return (act.Status(message), act.Wait(ctx.wait_s, ctx.wait_source or "backoff"))
+
     def _enter_stubbing(self) -> tuple[Output, ...]:
         names = [slot.name or "unnamed tool" for slot in self.acc.tools_in_flight()]
         text = self.acc.text().strip()
@@ -418,7 +464,7 @@ class RequestMachine:
     def _enter_fallback(self, source: State) -> tuple[Output, ...]:
         ctx = self.ctx
         out: list[Output] = []
-        if source is not S.IDLE:
+        if source is not S.IDLE and source is not S.WAITING:
             ctx.streaming_disabled = True
             out.append(act.Remember("streaming_disabled"))
             out.append(act.Status(f"streaming unavailable ({ctx.error}); falling back to a plain request"))
@@ -443,7 +489,8 @@ class RequestMachine:
         if source is S.IDLE:  # the breaker row of `start`
             error = ProviderUnresponsiveError(
                 f"provider unresponsive: {ctx.stale_streak} consecutive stalled requests "
-                f"(stale_giveup={ctx.stale_giveup}); not connecting"
+                f"(stale_giveup={ctx.stale_giveup}); not connecting",
+                retry_at=ctx.breaker_retry_at,
             )
             ctx.error, ctx.error_kind = error, ErrorKind.FATAL
         if error is None:  # pragma: no cover - every path to FAILED sets an error
@@ -452,7 +499,14 @@ class RequestMachine:
         if ctx.error_kind is ErrorKind.STREAMING_UNSUPPORTED:
             ctx.streaming_disabled = True
             out.append(act.Remember("streaming_disabled"))
-        if ctx.retries_used and ctx.error_kind is ErrorKind.TRANSIENT:
+        if ctx.error_kind is ErrorKind.TRANSIENT and ctx.hint_s is not None and ctx.hint_s > ctx.max_wait:
+            out.append(
+                act.Status(
+                    f"giving up: the server asked to wait {ctx.hint_s:.1f} s ({ctx.hint_source}), "
+                    f"more than max_wait={ctx.max_wait:g} s"
+                )
+            )
+        elif ctx.retries_used and ctx.error_kind is ErrorKind.TRANSIENT:
             out.append(act.Status(f"giving up after {ctx.attempt} attempts: {type(error).__name__}"))
         out.append(act.Raise(error))
         return tuple(out)

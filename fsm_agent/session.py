@@ -1,23 +1,30 @@
-"""Session: the public entry point. Settings, session memory, and one machine per request.
+"""Session: the public entry point. Settings, endpoint health, and one machine per request.
 
-Session memory (`streaming_disabled`, `stream_options_unsupported`, `stale_streak`) outlives a
-request, as a provider's quirks do, and is updated only through `_remember` under a lock, so
-concurrent requests may share a session. The session never reads the wire itself.
+What a session learns outlives a request, as a provider's quirks do, and is kept per endpoint
+(HL-1) in its health store (`MemoryHealth` unless given one): each request reads its endpoint's
+health once at the start and writes it only on change, through its `EndpointLink`. The readable
+attributes `streaming_disabled`, `stream_options_unsupported` and `stale_streak` show the health of
+the endpoint of the session's latest request. The session never reads the wire itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import random
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .backoff import Backoff
 from .drivers.common import Callbacks, ClientSource
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
+from .endpoint import EndpointLink, HealthSettings, StartFacts, endpoint_key
 from .guards import RequestContext
+from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
 from .logs import log_record
 from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
@@ -44,6 +51,9 @@ class RequestPlan:
     params: dict[str, Any]
     machine: RequestMachine
     stale_timeout: float
+    link: EndpointLink
+    api: str
+    model: str | None
 
 _UNSUPPORTED_MODES = ("fallback", "raise")
 
@@ -57,9 +67,23 @@ class Session:
         unsupported: str = "fallback",
         trace: Any = None,
         *,
+        backoff: Backoff | None = None,
+        breaker_cooldown: float = 60.0,
+        health: HealthStore | None = None,
         record_wire: bool = False,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise TypeError(f"backoff must be a fsm_agent.Backoff, not {type(backoff).__name__}")
+        if (
+            isinstance(breaker_cooldown, bool)
+            or not isinstance(breaker_cooldown, (int, float))
+            or not math.isfinite(breaker_cooldown)
+            or breaker_cooldown < 0
+        ):
+            raise ValueError(f"breaker_cooldown must be a finite number >= 0, not {breaker_cooldown!r}")
+        if health is not None and not isinstance(health, HealthStore):
+            raise TypeError("health must offer get/update/aget/aupdate (fsm_agent.MemoryHealth, RedisHealth)")
         if unsupported not in _UNSUPPORTED_MODES:
             raise ValueError(f"unsupported must be 'fallback' or 'raise', not {unsupported!r}")
         if stale_timeout is not None and stale_timeout <= 0:
@@ -70,11 +94,30 @@ class Session:
         self.unsupported = unsupported
         self.max_bytes = max_bytes
         self.trace = resolve_sink(trace, record_wire=record_wire)  # TR-1, TR-2
-        self.streaming_disabled = False
-        self.stream_options_unsupported = False
-        self.stale_streak = 0
+        self.backoff = backoff if backoff is not None else Backoff()  # BO-2
+        self.breaker_cooldown = float(breaker_cooldown)  # BO-7
+        self.health: HealthStore = health if health is not None else MemoryHealth()  # HL-1
+        self._latest: EndpointKey | None = None
         self._lock = threading.Lock()
         self._in_flight: set[Interruptible] = set()
+        self._seeds = random.SystemRandom()  # never the caller's (possibly seeded) global RNG
+
+    # -- the health of the latest request's endpoint (HL-1) --------------------------------------
+    def _latest_health(self) -> EndpointHealth:
+        key = self._latest
+        return self.health.get(key) if key is not None else EndpointHealth()
+
+    @property
+    def streaming_disabled(self) -> bool:
+        return self._latest_health().streaming_disabled
+
+    @property
+    def stream_options_unsupported(self) -> bool:
+        return self._latest_health().stream_options_unsupported
+
+    @property
+    def stale_streak(self) -> int:
+        return self._latest_health().stale_streak
 
     # -- public ----------------------------------------------------------------------------------
     def stream(
@@ -91,6 +134,7 @@ class Session:
     ) -> StreamResult:
         """Run one streaming request to its end; see SPEC §1."""
         plan = self._plan(client_or_factory, params, api)
+        self._begin(plan, plan.link.begin())
         watchdog = Watchdog(plan.stale_timeout, interrupt)
         driver = SyncDriver(
             machine=plan.machine,
@@ -99,11 +143,17 @@ class Session:
             params=plan.params,
             callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity),
             watchdog=watchdog,
-            remember=self._remember,
+            health=plan.link,
             max_bytes=self.max_bytes,
         )
         with self._in_flight_as(watchdog):
-            return driver.run()
+            try:
+                result = driver.run()
+            except BaseException as exc:
+                plan.link.finish(exc)
+                raise
+            plan.link.finish(None)
+            return result
 
     async def astream(
         self,
@@ -121,8 +171,14 @@ class Session:
         from .drivers.aio import run_async
 
         plan = self._plan(client_or_factory, params, api)
+        self._begin(plan, await plan.link.abegin())
         callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
-        result: StreamResult = await run_async(self, plan, callbacks, interrupt)
+        try:
+            result: StreamResult = await run_async(self, plan, callbacks, interrupt)
+        except BaseException as exc:
+            await plan.link.afinish(exc)
+            raise
+        await plan.link.afinish(None)
         return result
 
     def interrupt(self) -> None:
@@ -140,24 +196,41 @@ class Session:
         if not isinstance(params, dict):
             raise TypeError("params must be a dict of the SDK's request keyword arguments")
         source = ClientSource(client_or_factory)
-        api_name = api or infer_api(source.peek(), params)
+        client = source.peek()
+        api_name = api or infer_api(client, params)
         adapter = adapter_for(api_name)
-        plan = RequestPlan(
-            source=source,
-            adapter=adapter,
-            params=dict(params),
-            machine=self._new_machine(),
-            stale_timeout=self.stale_timeout_for(adapter.model_of(params)),
+        model = adapter.model_of(params)
+        machine = self._new_machine()
+        stale_timeout = self.stale_timeout_for(model)
+        key = endpoint_key(api_name, client, model)
+        settings = HealthSettings(
+            stale_giveup=self.stale_giveup,
+            breaker_cooldown=self.breaker_cooldown,
+            # a probe whose process died frees the half-open slot after the longest a request lasts
+            probe_lease=stale_timeout * (self.retries + 1) + self.backoff.max_wait * self.retries,
         )
+        link = EndpointLink(self.health, key, settings, machine.request_id)
+        with self._lock:
+            self._latest = key
+        return RequestPlan(source, adapter, dict(params), machine, stale_timeout, link, api_name, model)
+
+    def _begin(self, plan: RequestPlan, facts: StartFacts) -> None:
+        """The endpoint's health as the request starts: into its context, and the trace header."""
+        ctx = plan.machine.ctx
+        ctx.stale_streak = facts.stale_streak
+        ctx.streaming_disabled = facts.streaming_disabled
+        ctx.stream_options_unsupported = facts.stream_options_unsupported
+        ctx.cooldown_s = facts.cooldown_s
+        ctx.breaker_probe = facts.breaker_probe
+        ctx.breaker_retry_at = facts.breaker_retry_at
         if self.trace is not None:  # the request's header line: what replay rebuilds it from
             write_request_header(
                 self.trace,
                 plan.machine,
-                api=api_name,
-                model=adapter.model_of(params),
+                api=plan.api,
+                model=plan.model,
                 stale_timeout=plan.stale_timeout,
             )
-        return plan
 
     @contextlib.contextmanager
     def _in_flight_as(self, handle: Interruptible) -> Iterator[None]:
@@ -171,15 +244,16 @@ class Session:
                 self._in_flight.discard(handle)
 
     def _new_machine(self) -> RequestMachine:
-        with self._lock:
-            ctx = RequestContext(
-                retries=self.retries,
-                unsupported=self.unsupported,
-                stale_giveup=self.stale_giveup,
-                stale_streak=self.stale_streak,
-                streaming_disabled=self.streaming_disabled,
-                stream_options_unsupported=self.stream_options_unsupported,
-            )
+        backoff = self.backoff
+        ctx = RequestContext(
+            retries=self.retries,
+            unsupported=self.unsupported,
+            stale_giveup=self.stale_giveup,
+            backoff_base=backoff.base,
+            backoff_cap=backoff.cap,
+            max_wait=backoff.max_wait,
+            seed=self._seeds.getrandbits(32),  # BO-5: recorded, so replay draws the same jitter
+        )
         request_id = uuid.uuid4().hex[:16]
         sink = self.trace
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
@@ -192,14 +266,3 @@ class Session:
         log_record(record)
         if self.trace is not None:
             self.trace.write_record(record)
-
-    def _remember(self, fact: str) -> None:
-        with self._lock:
-            if fact == "stall":
-                self.stale_streak += 1
-            elif fact == "success":
-                self.stale_streak = 0
-            elif fact == "stream_options_unsupported":
-                self.stream_options_unsupported = True
-            elif fact == "streaming_disabled":
-                self.streaming_disabled = True

@@ -82,7 +82,7 @@ async def run_async(
         params=plan.params,
         callbacks=Callbacks(*callbacks),
         watchdog=watchdog,
-        remember=session._remember,
+        health=plan.link,
         max_bytes=session.max_bytes,
     )
     with session._in_flight_as(watchdog):
@@ -130,7 +130,26 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         if kind is act.Status:
             await self.delivery.status(action.message)
             return ()
+        if kind is act.Wait:
+            return await self._wait(action.seconds)
+        if kind is act.Remember:
+            await self.health.aremember(action)
+            return ()
         return await self._deliver(action)
+
+    async def _wait(self, seconds: float) -> Decided:
+        """BO-4: a loop timer, inside a window only an interrupt can cut (no stall timer: the wait
+        is not silence of the provider). The caller's cancellation propagates."""
+        watchdog = self.watchdog
+        watchdog.arm(stale=False)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            if not watchdog.claim():
+                raise
+        finally:
+            watchdog.disarm()
+        return self._waited()
 
     def _record_cancellation(self) -> None:
         """The caller cancelled the task: the machine hears an Interrupt, for the record (RES-11)."""

@@ -1,7 +1,8 @@
 """What the sync and async drivers share: one request's state and every rule about feeding the machine.
 
 `DriverCore` walks the machine's actions in order (`_steps`) and yields only those needing I/O —
-open an attempt, close it, deliver to the caller, run the fallback, report a status — for the driver
+open an attempt, close it, deliver to the caller, run the fallback, report a status, wait before the
+next attempt (BO-2), write the endpoint's health (HL-1) — for the driver
 to perform, blocking or awaiting; everything else is here, once: an interrupt noticed between
 actions wins over the next one, a content callback's error voids the rest of the old decision
 (CB-6), whatever ended an attempt becomes the one right event (`common.failure_event`), and a stream
@@ -17,8 +18,9 @@ from collections.abc import Callable, Generator
 from typing import Any, Generic, Protocol, TypeVar
 
 from .. import actions as act
+from ..endpoint import EndpointLink
 from ..errors import MachineError
-from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta
+from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta, WaitOver
 from ..providers.base import ProviderAdapter, as_plain
 from ..request import RequestMachine
 from ..result import StreamResult
@@ -55,7 +57,7 @@ class DriverCore(Generic[W]):
         params: dict[str, Any],
         callbacks: Callbacks,
         watchdog: W,
-        remember: Callable[[str], None],
+        health: EndpointLink,
         max_bytes: int,
     ) -> None:
         self.machine = machine
@@ -64,7 +66,7 @@ class DriverCore(Generic[W]):
         self.params = params
         self.cb = callbacks
         self.watchdog = watchdog
-        self.remember = remember
+        self.health = health
         self.max_bytes = max_bytes
         self._t0 = time.monotonic()
 
@@ -79,8 +81,9 @@ class DriverCore(Generic[W]):
         """Yield each action that needs I/O; the driver performs it and sends back what the machine
         decided meanwhile (or nothing). Returns the result; raises what the machine raises.
 
-        The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `Status`, and the deltas
-        to deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
+        The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `Status`, `Wait` (it
+        answers with `waited()`), `Remember` (it writes the endpoint's health), and the deltas to
+        deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
         `TextDelta`). A delivery's decision (a content callback raised) replaces what was left.
         """
         pending: deque[Any] = deque(self._feed(Start()))
@@ -93,9 +96,9 @@ class DriverCore(Generic[W]):
             if kind is act.Raise:
                 raise action.error
             if kind is act.Remember:
-                self.remember(action.fact)
+                yield action  # a store may need I/O (RedisHealth); nothing is decided meanwhile
                 continue
-            io_bound = kind is act.OpenAttempt or kind is act.RunFallback
+            io_bound = kind is act.OpenAttempt or kind is act.RunFallback or kind is act.Wait
             if io_bound and self.watchdog.interrupted:
                 pending.extend(self._feed(Interrupt()))  # noticed between actions: it wins (RES-11)
                 continue
@@ -116,6 +119,10 @@ class DriverCore(Generic[W]):
         if self.watchdog.interrupted and not self.machine.finished:
             return self._feed(Interrupt())
         return self._feed(event)
+
+    def _waited(self) -> Decided:
+        """The wait is over, or was cut short by an interrupt (which wins, RES-11)."""
+        return self._feed_control(WaitOver())
 
     def _interrupt_noticed(self) -> Decided | None:
         """The machine's decision on an interrupt noticed now, if there is one (it wins)."""

@@ -36,6 +36,7 @@ from ..events import (
     ToolCallDelta,
     ToolCallEnd,
     UsageReport,
+    WaitOver,
 )
 from ..redact import redact, truncate
 from ..result import Usage
@@ -174,7 +175,9 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     AttemptFailed: lambda e: {
         "error": encode_error(e.error, e.from_callback, e.kind),
         "from_callback": e.from_callback,
+        **({} if e.hint is None else {"hint": e.hint, "hint_source": e.hint_source}),
     },
+    WaitOver: lambda e: {},
     FallbackFinished: lambda e: {
         "events": [encode_event(item) for item in e.events],
         "response": {"type": type(e.response).__name__},
@@ -268,6 +271,13 @@ def _failed(fields: dict[str, Any]) -> AttemptFailed:
         status=_int(spec, "status", True),
         code=_str(spec, "code", True),
     )
+    hint = fields.get("hint")
+    if hint is not None:
+        hint = _number(fields, "hint")
+        source = _str(fields, "hint_source")
+        if source not in ("retry-after-ms", "retry-after"):
+            raise CodecError(f"unknown hint source {source!r}")
+        return AttemptFailed(error, from_callback, None if from_callback else kind, hint, source)
     return AttemptFailed(error, from_callback, None if from_callback else kind)
 
 
@@ -292,6 +302,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "StaleTimeout": lambda f: StaleTimeout(_number(f, "stale_timeout")),
     "Interrupt": lambda f: Interrupt(),
     "AttemptClosed": lambda f: AttemptClosed(),
+    "WaitOver": lambda f: WaitOver(),
     "FallbackDelivered": lambda f: FallbackDelivered(),
     "AttemptFailed": _failed,
     "FallbackFinished": _fallback,
