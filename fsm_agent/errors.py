@@ -205,11 +205,12 @@ _TRANSIENT_PROVIDER_CODES = frozenset(
         "server_error",
         "internal_server_error",
         "service_unavailable",
-        # Google (`google.rpc.Status` names, in-stream errors of the native Gemini API, PRV-N)
-        "INTERNAL",
-        "UNAVAILABLE",
-        "RESOURCE_EXHAUSTED",
-        "DEADLINE_EXCEEDED",
+        # Google's `google.rpc.Status` names (in-stream errors of the native Gemini API, PRV-N);
+        # codes are compared in lower case
+        "internal",
+        "unavailable",
+        "resource_exhausted",
+        "deadline_exceeded",
     }
 )
 # botocore ClientError / EventStreamError codes (Bedrock, any case) that are worth another attempt.

@@ -20,11 +20,14 @@ from typing import Any
 import pytest
 from google import genai
 from google.genai import errors as genai_errors
-from helpers import Collect, assert_emulator_and_threads_idle, wait_until
+from helpers import INSTANT, Collect, assert_emulator_and_threads_idle, wait_until
 
 import fsm_agent
+from fsm_agent.backoff import retry_hint
+from fsm_agent.errors import ErrorKind, classify
 from fsm_agent.providers import gemini, infer_api
 from fsm_agent.providers.base import Attempt
+from fsm_agent.providers.gemini_events import gemini_error
 from fsm_agent.testing import (
     DropAfter,
     DropMidFrame,
@@ -41,7 +44,7 @@ from fsm_agent.testing import (
     ToolCall,
     Usage,
 )
-from fsm_agent.testing.gemini_wire import thought_signature
+from fsm_agent.testing.gemini_wire import google_error, retry_info, thought_signature
 
 MODEL = "gemini-2.5-flash"
 WRITE = ToolCall("write_file", '{"path": "notes/ä.txt", "text": "héllo 😀"}')
@@ -77,7 +80,8 @@ class Kit:
         monkeypatch.setattr(gemini.GeminiAdapter, "open", record)
 
     def stream(self, session: fsm_agent.Session | None = None, **kwargs: Any) -> fsm_agent.StreamResult:
-        return (session or fsm_agent.Session()).stream(self.client, params(), **kwargs)
+        # Retries here are instant unless a test brings its own session (issue 10's rule for tests).
+        return (session or fsm_agent.Session(backoff=INSTANT)).stream(self.client, params(), **kwargs)
 
     def assert_clean(self, attempts: int) -> None:
         assert len(self.attempts) == attempts, f"{len(self.attempts)} attempts, wanted {attempts}"
@@ -194,7 +198,7 @@ def test_wd1_stall_before_text_is_retried(kit: Kit) -> None:
         Scenario.build(ANSWER, faults=[Stall(0, kind="text", seconds=10)]), Scenario.build(ANSWER)
     )
     started = time.monotonic()
-    result = kit.stream(fsm_agent.Session(stale_timeout=0.3))
+    result = kit.stream(fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3))
     assert time.monotonic() - started < 0.3 + 0.6
     assert (result.content, result.attempts) == (ANSWER, 2)
     assert sum(r.dest == "stalled" for r in result.records) == 1
@@ -208,7 +212,7 @@ def test_wd1_open_phase_stall_before_the_headers(kit: Kit) -> None:
         Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]), Scenario.build(ANSWER)
     )
     started = time.monotonic()
-    result = kit.stream(fsm_agent.Session(stale_timeout=0.3))
+    result = kit.stream(fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3))
     assert time.monotonic() - started < 0.3 + 0.6
     assert (result.content, result.attempts) == (ANSWER, 2)
     assert any(r.dest == "stalled" for r in result.records)
@@ -245,7 +249,7 @@ def test_transient_http_statuses_are_retried(kit: Kit, status: int) -> None:
 def test_a_429_that_never_clears_raises_the_sdks_own_error(kit: Kit) -> None:
     kit.emulator.script(Scenario.build(ANSWER, faults=[HttpError(429)]), cycle=True)
     with pytest.raises(genai_errors.ClientError) as caught:
-        kit.stream(fsm_agent.Session(retries=1))
+        kit.stream(fsm_agent.Session(backoff=INSTANT, retries=1))
     assert caught.value.code == 429 and caught.value.status == "RESOURCE_EXHAUSTED"
     assert len(kit.emulator.requests) == 2
     kit.assert_clean(0)
@@ -276,7 +280,7 @@ def test_wire2_keepalives_are_skipped(kit: Kit) -> None:
 )
 def test_res9_falls_back_to_generate_content(kit: Kit, fault: Any, streams: int) -> None:
     kit.emulator.script(Scenario(steps=FULL.steps, faults=(fault,)), Scenario(steps=FULL.steps))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
     result = kit.stream(session, **got.callbacks())
     assert (result.content, result.reasoning, result.streamed) == (FULL.text, FULL.reasoning, False)
@@ -438,3 +442,43 @@ def test_cli_client_takes_the_key_from_either_variable(kit: Kit) -> None:
             client.close()
         assert kit.emulator.requests[-1].headers["x-goog-api-key"] == next(iter(env.values()))
     kit.assert_clean(2)
+
+
+def _waits(result: fsm_agent.StreamResult) -> list[tuple[float, str]]:
+    return [(r.inputs["wait_s"], r.inputs["wait_source"]) for r in result.records if r.dest == "waiting"]
+
+
+def test_bo2_a_429_with_retry_delay_then_the_answer_waits_that_long(kit: Kit) -> None:
+    """Google's hint is the `retryDelay` of the `RetryInfo` detail in the 429 body (no header)."""
+    body = google_error(429, "Resource has been exhausted (e.g. check quota).", [retry_info("0.3s")])
+    kit.emulator.script(Scenario.build(ANSWER, faults=[HttpError(429, body=body)]), Scenario.build(ANSWER))
+    notices: list[str] = []
+    result = kit.stream(fsm_agent.Session(), on_status=notices.append)  # default back-off: the hint wins
+    assert (result.content, result.attempts) == (ANSWER, 2)
+    assert _waits(result) == [(0.3, "retry-after")]
+    assert any(n.startswith("waiting 0.3 s before attempt 2: HTTP 429") for n in notices)
+    first, second = kit.emulator.requests
+    assert 0.29 <= second.received_at - first.received_at < 0.3 + 0.5  # about the hint, not more
+    kit.assert_clean(1)
+
+
+def test_bo3_a_retry_delay_longer_than_max_wait_is_raised_at_once(kit: Kit) -> None:
+    body = google_error(429, "Quota exceeded for the day.", [retry_info("3600s")])
+    kit.emulator.script(Scenario.build(ANSWER, faults=[HttpError(429, body=body)]), Scenario.build(ANSWER))
+    started = time.monotonic()
+    with pytest.raises(genai_errors.ClientError) as caught:
+        kit.stream(fsm_agent.Session())
+    assert caught.value.code == 429 and time.monotonic() - started < 0.5
+    assert len(kit.emulator.requests) == 1
+    kit.assert_clean(0)
+
+
+@pytest.mark.parametrize(
+    ("delay", "seconds"), [("2s", 2.0), ("0.250s", 0.25), ({"seconds": 1, "nanos": 500_000_000}, 1.5)]
+)
+def test_retry_delay_forms_and_an_in_stream_resource_exhausted(delay: Any, seconds: float) -> None:
+    detail = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
+    error = {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED", "details": [detail]}
+    assert retry_hint(gemini_error(error), 0.0) == (seconds, "retry-after")
+    assert classify(gemini_error(error)) is ErrorKind.TRANSIENT
+    assert retry_hint(gemini_error({**error, "details": [{"@type": "x.Other"}]}), 0.0) is None
