@@ -10,9 +10,9 @@ rule by rule, is docs/behaviour.md.
 Importing the package is cheap and has no side effect: each public name is imported from its
 module when first used (so `fsm-agent` can take Ctrl-C from its first millisecond, and
 `import fsm_agent` costs nothing until a name is used); not even `logging` is imported before the
-`python -m fsm_agent` entry point has taken over Ctrl-C. The ``NullHandler`` on the package's own ``fsm_agent`` logger (the library convention: nothing is
-printed unless the application configures logging) is added by `fsm_agent.logs`, which every
-request imports.
+`python -m fsm_agent` entry point has taken over Ctrl-C. The ``NullHandler`` on the package's own
+``fsm_agent`` logger (the library convention: nothing is printed unless the application configures
+logging) is added by `fsm_agent.logs`, which every request imports.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """The wait between attempts (BO-2..BO-5): the `Backoff` settings, the server's hint, the policy.
 
 `retry_hint` reads the provider's hint off a failed attempt's exception (`retry-after-ms`, then
-`retry-after` as seconds or as an HTTP date; the SDK's `APIStatusError.response.headers`, or
-botocore's `ResponseMetadata.HTTPHeaders`); the driver calls it at the boundary, with the wall
-clock an HTTP date needs, and the hint travels inside the `AttemptFailed` event, so replay sees
-exactly what the request saw. `wait_before` is the named, pure wait policy the machine applies:
-the hint first, else full-jitter exponential back-off whose jitter comes from the request's seed
-and the retry's number alone, so a replay or a what-if recomputes the same draw (BO-5).
+`retry-after` as seconds or as an HTTP date, from the SDK's `APIStatusError.response.headers` or
+botocore's `ResponseMetadata.HTTPHeaders`; then Google's `RetryInfo.retryDelay` in the error
+body); the driver calls it at the boundary, with the wall clock an HTTP date needs, and the hint
+travels inside the `AttemptFailed` event, so replay sees exactly what the request saw.
+`wait_before` is the named, pure wait policy the machine applies: the hint first, else full-jitter
+exponential back-off whose jitter comes from the request's seed and the retry's number alone, so a
+replay or a what-if recomputes the same draw (BO-5).
 
 Never performs I/O, never reads a clock, never sleeps.
 """
@@ -24,6 +25,7 @@ __all__ = [
     "WAIT_SOURCES",
     "Backoff",
     "backoff_draw",
+    "google_retry_delay",
     "header",
     "retry_hint",
     "should_retry_header",
@@ -144,7 +146,8 @@ def retry_hint(exc: BaseException, now: float) -> tuple[float, str] | None:
         return millis / 1000.0, "retry-after-ms"
     raw = header(exc, "retry-after")
     if raw is None:
-        return None
+        delay = google_retry_delay(exc)
+        return (delay, "retry-after") if delay is not None else None
     seconds = _number(raw)
     if seconds is not None:
         return seconds, "retry-after"
@@ -155,6 +158,41 @@ def retry_hint(exc: BaseException, now: float) -> tuple[float, str] | None:
     if when.tzinfo is None:  # RFC 9110 dates are GMT
         return None
     return max(0.0, when.timestamp() - now), "retry-after"
+
+
+_RETRY_INFO = "google.rpc.RetryInfo"
+
+
+def google_retry_delay(exc: BaseException) -> float | None:
+    """Google's hint: the `retryDelay` of the `RetryInfo` detail in an error body (PRV-N), in seconds.
+
+    The body is google-genai's `APIError.details` (`{"error": {"details": [...]}}`) or, for an error
+    inside the stream, our `ProviderStreamError.body` (the error object itself). A Duration is JSON
+    text ("2s", "0.5s") or an object ({"seconds": 2, "nanos": 500000000}). Read as a retry-after
+    hint in seconds (BO-2's sources stay those of BO-4).
+    """
+    for body in (getattr(exc, "details", None), getattr(exc, "body", None)):
+        error = body.get("error", body) if isinstance(body, dict) else None
+        details = error.get("details") if isinstance(error, dict) else None
+        if not isinstance(details, list):
+            continue
+        for detail in details:
+            if isinstance(detail, dict) and str(detail.get("@type", "")).endswith(_RETRY_INFO):
+                return _duration(detail.get("retryDelay"))
+    return None
+
+
+def _duration(value: object) -> float | None:
+    if isinstance(value, str) and value.strip().endswith("s"):
+        return _number(value.strip()[:-1])
+    if isinstance(value, dict):
+        seconds, nanos = value.get("seconds", 0), value.get("nanos", 0)
+        try:
+            total = float(seconds) + float(nanos) / 1e9
+        except (TypeError, ValueError):
+            return None
+        return total if math.isfinite(total) and total >= 0 else None
+    return None
 
 
 def _number(raw: str | None) -> float | None:

@@ -31,12 +31,16 @@ __all__ = ["EndpointLink", "HealthSettings", "StartFacts", "base_url_of", "endpo
 def base_url_of(client: Any) -> str:
     """The base URL a client sends to, without credentials, query or fragment ("" if unknown).
 
-    openai / anthropic clients have `base_url`; boto3 clients `meta.endpoint_url`.
+    openai / anthropic clients have `base_url`; boto3 clients `meta.endpoint_url`; google-genai
+    clients their `http_options.base_url`.
     """
     raw = getattr(client, "base_url", None)
     if raw is None:
         meta = getattr(client, "meta", None)
         raw = getattr(meta, "endpoint_url", None)
+    if raw is None:  # google-genai: the api client's http_options (Client and .aio alike)
+        api_client = getattr(getattr(client, "models", None), "_api_client", None)
+        raw = getattr(getattr(api_client, "_http_options", None), "base_url", None)
     if raw is None:
         return ""
     try:

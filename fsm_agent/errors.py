@@ -205,6 +205,12 @@ _TRANSIENT_PROVIDER_CODES = frozenset(
         "server_error",
         "internal_server_error",
         "service_unavailable",
+        # Google's `google.rpc.Status` names (in-stream errors of the native Gemini API, PRV-N);
+        # codes are compared in lower case
+        "internal",
+        "unavailable",
+        "resource_exhausted",
+        "deadline_exceeded",
     }
 )
 # botocore ClientError / EventStreamError codes (Bedrock, any case) that are worth another attempt.
@@ -233,6 +239,10 @@ def status_of(exc: BaseException) -> int | None:
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):
         return status
+    if is_google_api_error(exc):
+        code = getattr(exc, "code", None)  # google-genai's APIError: the status as `code`
+        if isinstance(code, int) and 100 <= code <= 599:
+            return code
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
     if isinstance(status, int):
@@ -240,6 +250,13 @@ def status_of(exc: BaseException) -> int | None:
     meta = response.get("ResponseMetadata") if isinstance(response, dict) else None  # botocore
     status = meta.get("HTTPStatusCode") if isinstance(meta, dict) else None
     return status if isinstance(status, int) else None
+
+
+def is_google_api_error(exc: BaseException) -> bool:
+    """An `APIError` of google-genai (recognised by name: the SDK is never imported here)."""
+    return any(
+        cls.__name__ == "APIError" and cls.__module__.startswith("google.") for cls in type(exc).__mro__
+    )
 
 
 def aws_error_code(exc: BaseException) -> str:

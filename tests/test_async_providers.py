@@ -1,6 +1,7 @@
-"""`astream()` for the other providers, on the same machine: OpenAI Responses and Anthropic Messages
-with their real async SDK clients (`AsyncOpenAI`, `AsyncAnthropic`), Bedrock with a real boto3
-client run in a worker thread (boto3 has no async client). One matrix for all three: the answer
+"""`astream()` for the other providers, on the same machine: OpenAI Responses, Anthropic Messages and
+the native Gemini API with their real async SDK clients (`AsyncOpenAI`, `AsyncAnthropic`,
+`genai.Client().aio`), Bedrock with a real boto3 client run in a worker thread (boto3 has no async
+client). One matrix for all four: the answer
 equals the sync path's, RES-3 reconnect, WD-1 stall, RES-9 fallback, cancellation and RES-11
 interrupt while the provider is silent — each stream closed exactly once, nothing left behind."""
 
@@ -19,12 +20,13 @@ import boto3
 import botocore.config
 import openai
 import pytest
+from google import genai
 from helpers import INSTANT, Collect, wait_until
 from test_async_support import AsyncLeakCheck, aleaks, busy_connections
 
 import fsm_agent
 from fsm_agent.providers import anthropic as anthropic_adapter
-from fsm_agent.providers import bedrock, openai_responses
+from fsm_agent.providers import bedrock, gemini, openai_responses
 from fsm_agent.testing import (
     BedrockAccessDenied,
     DropMidFrame,
@@ -44,6 +46,17 @@ pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 WRITE = ToolCall("write_file", '{"path": "notes/ä.txt", "text": "héllo 😀"}', arg_fragment=5)
 FULL = Scenario.build("The weather is sunny today.", reasoning="User wants weather.", tool_calls=[WRITE])
+
+
+def _genai_busy(client: Any) -> int:
+    """Connections of a genai AsyncClient's pools (one per event loop) still serving a request."""
+    outer = client._api_client._async_httpx_client
+    return sum(
+        1
+        for inner in list(outer._loop_clients.values())
+        for conn in inner._transport._pool.connections
+        if not conn.is_idle() and not conn.is_closed()
+    )
 
 
 def _boto_busy(client: Any) -> int:
@@ -78,6 +91,9 @@ class Kit:
                 base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0
             )
             return leaks.adopt(made, busy_connections, lambda c: c.close())
+        if self.name == "gemini":
+            made = genai.Client(api_key="AIza-test", http_options={"base_url": emu.gemini_base_url}).aio
+            return leaks.adopt(made, _genai_busy, lambda c: c.aclose())
         made = boto3.client(
             "bedrock-runtime",
             endpoint_url=emu.bedrock_endpoint_url,
@@ -93,6 +109,8 @@ class Kit:
             return openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
         if self.name == "anthropic":
             return anthropic.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
+        if self.name == "gemini":
+            return genai.Client(api_key="AIza-test", http_options={"base_url": emu.gemini_base_url})
         return None  # Bedrock: the async path uses the same (sync) boto3 client
 
     def params(self) -> dict[str, Any]:
@@ -104,6 +122,8 @@ class Kit:
                 "max_tokens": 256,
                 "messages": [{"role": "user", "content": "hi"}],
             }
+        if self.name == "gemini":
+            return {"model": "gemini-2.5-flash", "contents": "hi"}
         return {
             "modelId": "us.anthropic.claude-sonnet-4-5-v1:0",
             "messages": [{"role": "user", "content": [{"text": "hi"}]}],
@@ -119,6 +139,7 @@ KITS = {
     "responses": Kit("responses", openai_responses.ResponsesAdapter, "aopen", StreamingUnsupported()),
     "anthropic": Kit("anthropic", anthropic_adapter.AnthropicAdapter, "aopen", StreamingUnsupported()),
     "bedrock": Kit("bedrock", bedrock.BedrockAdapter, "open", BedrockAccessDenied()),
+    "gemini": Kit("gemini", gemini.GeminiAdapter, "aopen", StreamingUnsupported()),
 }
 
 
@@ -166,14 +187,14 @@ def test_answer_equals_the_sync_path(aleaks: AsyncLeakCheck, kit: Kit, opened: l
         client = kit.client(aleaks)
         result = await session.astream(client, kit.params(), **kit.api(), **got.callbacks(activity=True))
         blocking = sync_client if sync_client is not None else client
-        expected = await asyncio.to_thread(partial(session.stream, blocking, kit.params(), **kit.api()))
+        try:
+            expected = await asyncio.to_thread(partial(session.stream, blocking, kit.params(), **kit.api()))
+        finally:
+            if sync_client is not None:  # before the leak check: its pool keeps the socket alive
+                sync_client.close()
         return result, expected
 
-    try:
-        result, expected = aleaks.run(main)
-    finally:
-        if sync_client is not None:
-            sync_client.close()
+    result, expected = aleaks.run(main)
     keys = ("content", "reasoning", "finish_reason", "usage", "streamed", "attempts", "stub")
     assert {k: getattr(result, k) for k in keys} == {k: getattr(expected, k) for k in keys}
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
@@ -205,7 +226,7 @@ def test_res3_drop_mid_tool_call_reconnects(aleaks: AsyncLeakCheck, kit: Kit, op
 
 def test_wd1_stall_before_text_is_retried(aleaks: AsyncLeakCheck, kit: Kit, opened: list[Any]) -> None:
     aleaks.emulator.script(
-        Scenario.build("Hello.", faults=[Stall(1, seconds=10)]), Scenario.build("Hello again.")
+        Scenario.build("Hello.", faults=[Stall(0, kind="text", seconds=10)]), Scenario.build("Hello again.")
     )
     session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
 

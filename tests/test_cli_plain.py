@@ -30,7 +30,8 @@ def command(*args: str) -> list[str]:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    drop = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "NO_COLOR", "COLUMNS", "LINES")
+    keys = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+    drop = (*keys, "NO_COLOR", "COLUMNS", "LINES")
     env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("AWS_")}
     env.update(extra)
     return env
@@ -111,7 +112,7 @@ def test_default_demo_through_a_pipe(tmp_path: Path) -> None:
 
 def test_every_featured_scenario_and_every_api_ends_as_it_should() -> None:
     """All at once (they are mostly waiting): each scenario on Chat Completions, and the default
-    scenario — the tool call cut and recovered — on the three other APIs."""
+    scenario — the tool call cut and recovered — on the four other APIs."""
     summary_text = "- the service listens on port 8080;"
     recovered = '[tool call] read_file (call_read_settings)\n{\n  "path": "config/settings.yaml",'
     expected = {
@@ -132,6 +133,7 @@ def test_every_featured_scenario_and_every_api_ends_as_it_should() -> None:
         ("--api", "responses"): (0, "complete", recovered),
         ("--api", "anthropic_messages"): (0, "complete", recovered),
         ("--api", "bedrock_converse"): (0, "complete", recovered),
+        ("--api", "gemini_generate_content"): (0, "complete", recovered),
     }
     runs = run_all({args: command("demo", *args, "--frame-delay", "0.01") for args in expected})
     outputs = {}
@@ -145,7 +147,7 @@ def test_every_featured_scenario_and_every_api_ends_as_it_should() -> None:
         assert shown in out, (args, out)
         Path(summary(out)["trace"]).unlink()
     assert "[warning]" not in outputs[("happy",)]  # nothing to say about a request that simply succeeds
-    for api in ("responses", "anthropic_messages", "bedrock_converse"):
+    for api in ("responses", "anthropic_messages", "bedrock_converse", "gemini_generate_content"):
         out = outputs[("--api", api)]
         assert f"\n{api} · http://127.0.0.1:" in out
         assert "[state] streaming_tool  (attempt 1," in out and "[state] retrying  (attempt 1," in out
@@ -159,6 +161,7 @@ def test_stream_without_a_key_says_which_variable_to_set(tmp_path: Path) -> None
         "responses": "OPENAI_API_KEY",
         "anthropic_messages": "ANTHROPIC_API_KEY",
         "bedrock_converse": "AWS_ACCESS_KEY_ID",
+        "gemini_generate_content": "GEMINI_API_KEY or GOOGLE_API_KEY",
     }
     runs = run_all(
         {api: command("stream", "--api", api, "--model", "some-model", "Hello") for api in cases}, env
@@ -234,10 +237,11 @@ def test_emulate_serves_until_ctrl_c_or_sigterm(stop_signal: signal.Signals) -> 
     )
     try:
         assert process.stdout is not None
-        banner = [process.stdout.readline() for _ in range(4)]
+        banner = [process.stdout.readline() for _ in range(5)]
         urls = dict(re.findall(r"(base_url|endpoint_url)=(\S+)", "".join(banner)))
         base = re.search(r"base_url=(\S+/v1)", "".join(banner)).group(1)  # type: ignore[union-attr]
         assert urls["endpoint_url"] == base.removesuffix("/v1")
+        assert f"http_options={{'base_url': '{base.removesuffix('/v1')}'}}" in banner[4]  # google-genai
         client = openai.OpenAI(base_url=base, api_key="anything", max_retries=0)
         with client:
             result = fsm_agent.Session(backoff=INSTANT).stream(

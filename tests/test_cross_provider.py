@@ -1,6 +1,6 @@
-"""One scenario, four APIs: the same emulator scenario played through Chat Completions, Responses,
-Anthropic Messages and Bedrock ConverseStream — each with its real SDK client over loopback HTTP —
-gives equal content, reasoning, tool calls (name, arguments) and finish reason."""
+"""One scenario, five APIs: the same emulator scenario played through Chat Completions, Responses,
+Anthropic Messages, Bedrock ConverseStream and the native Gemini API — each with its real SDK client
+over loopback HTTP — gives equal content, reasoning, tool calls (name, arguments) and finish reason."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import boto3
 import botocore.config
 import openai
 import pytest
+from google import genai
 from helpers import INSTANT
 
 import fsm_agent
@@ -49,6 +50,10 @@ def _bedrock(emu: Emulator) -> Any:
     )
 
 
+def _gemini(emu: Emulator) -> Any:
+    return genai.Client(api_key="AIza-test", http_options={"base_url": emu.gemini_base_url})
+
+
 def _close(client: Any) -> None:
     manager = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_manager", None)
     if manager is not None:  # boto3: close the pool's idle sockets too
@@ -68,6 +73,7 @@ APIS: dict[str, tuple[Callable[[Emulator], Any], dict[str, Any]]] = {
             "messages": [{"role": "user", "content": [{"text": "?"}]}],
         },
     ),
+    "gemini_generate_content": (_gemini, {"model": "gemini-2.5-flash", "contents": "weather and time?"}),
 }
 
 

@@ -1,5 +1,5 @@
-"""Rate limits and overload end to end (BO-1..BO-7): the real `openai`, `anthropic` and `boto3`
-clients against the emulator over loopback HTTP, on every API that has the fault.
+"""Rate limits and overload end to end (BO-1..BO-7): the real `openai`, `anthropic`, `boto3` and
+`google-genai` clients against the emulator over loopback HTTP, on every API that has the fault.
 
 Hints are kept well under a second (0.3 s); the waits measured here are the library's own (when
 the "waiting" notice went out → when the emulator read the next request)."""
@@ -20,6 +20,8 @@ import botocore.config
 import botocore.exceptions
 import openai
 import pytest
+from google import genai
+from google.genai import errors as genai_errors
 from helpers import assert_emulator_and_threads_idle
 
 import fsm_agent
@@ -60,6 +62,14 @@ class Api:
     async_client: Callable[[Emulator], Any]
     rate_limit_error: type[BaseException]
     status_error: type[BaseException]
+
+
+def _gemini(emu: Emulator) -> Any:
+    return genai.Client(api_key="AIza-test", http_options={"base_url": emu.gemini_base_url})
+
+
+def _is_async(client: Any) -> bool:
+    return isinstance(client, (openai.AsyncOpenAI, anthropic.AsyncAnthropic, genai.client.AsyncClient))
 
 
 def _openai(emu: Emulator) -> Any:
@@ -106,6 +116,14 @@ APIS = {
         botocore.exceptions.ClientError,
         botocore.exceptions.ClientError,
     ),
+    "gemini_generate_content": Api(
+        "gemini_generate_content",
+        {"model": "gemini-2.5-flash", "contents": "hi"},
+        lambda emu: _gemini(emu),
+        lambda emu: _gemini(emu).aio,
+        genai_errors.ClientError,
+        genai_errors.APIError,
+    ),
 }
 
 
@@ -136,14 +154,16 @@ class Bench:
 
     async def aclose(self) -> None:
         for client in self.clients:
-            if isinstance(client, (openai.AsyncOpenAI, anthropic.AsyncAnthropic)):
+            if isinstance(client, genai.client.AsyncClient):
+                await client.aclose()
+            elif _is_async(client):
                 await client.close()
 
     def assert_clean(self) -> None:
         for client in self.clients:
             if self.api.name == "bedrock_converse":
                 _close_bedrock(client)
-            elif not isinstance(client, (openai.AsyncOpenAI, anthropic.AsyncAnthropic)):
+            elif not _is_async(client):
                 client.close()
         assert_emulator_and_threads_idle(self.emulator, self.threads_before, 2.0)
 

@@ -31,19 +31,24 @@ API_KEY_VARIABLES = {
     "chat_completions": "OPENAI_API_KEY",
     "responses": "OPENAI_API_KEY",
     "anthropic_messages": "ANTHROPIC_API_KEY",
+    "gemini_generate_content": "GEMINI_API_KEY",
 }
+# Other variables that hold the same key, tried in order after the one above (google-genai reads both).
+_KEY_FALLBACKS = {"gemini_generate_content": ("GOOGLE_API_KEY",)}
 _SDKS = {
     "chat_completions": "openai",
     "responses": "openai",
     "anthropic_messages": "anthropic",
     "bedrock_converse": "boto3",
+    "gemini_generate_content": "google.genai",
 }
-_EXTRAS = {"openai": "openai", "anthropic": "anthropic", "boto3": "bedrock"}
+_EXTRAS = {"openai": "openai", "anthropic": "anthropic", "boto3": "bedrock", "google.genai": "gemini"}
 EMULATOR_MODELS = {
     "chat_completions": "emulator-1",
     "responses": "emulator-1",
     "anthropic_messages": "claude-emulator-1",
     "bedrock_converse": "anthropic.claude-emulator-v1:0",
+    "gemini_generate_content": "gemini-emulator-1",
 }
 _EMULATOR_REGION = "us-east-1"
 
@@ -58,7 +63,8 @@ def _sdk(api: str) -> Any:
         return importlib.import_module(name)
     except ImportError:
         raise SetupError(
-            f"--api {api} needs the {name} package: pip install 'fsm_agent[{_EXTRAS[name]}]'"
+            f"--api {api} needs the {name.replace('.', '-')} package: "
+            f"pip install 'fsm_agent[{_EXTRAS[name]}]'"
         ) from None
 
 
@@ -81,14 +87,24 @@ def provider_client(api: str, base_url: str | None, env: Mapping[str, str] | Non
     if api == "bedrock_converse":
         return _bedrock_client(base_url, env)
     variable = API_KEY_VARIABLES[api]
-    key = env.get(variable, "").strip()
+    variables = (variable, *_KEY_FALLBACKS.get(api, ()))
+    key = next((env.get(name, "").strip() for name in variables if env.get(name, "").strip()), "")
     if not key:
-        raise SetupError(f"set {variable} to stream with --api {api} (or use --emulator SCENARIO)")
+        wanted = " or ".join(variables)
+        raise SetupError(f"set {wanted} to stream with --api {api} (or use --emulator SCENARIO)")
     sdk = _sdk(api)
+    if api == "gemini_generate_content":
+        return _gemini_client(sdk, key, base_url)
     # Retries are the session's policy (and visible in the trace), not the SDK's.
     if api == "anthropic_messages":
         return sdk.Anthropic(api_key=key, base_url=base_url, max_retries=0)
     return sdk.OpenAI(api_key=key, base_url=base_url, max_retries=0)
+
+
+def _gemini_client(sdk: Any, key: str, base_url: str | None) -> Any:
+    """google-genai makes no retries unless asked (`HttpOptions.retry_options`): none asked here."""
+    http_options = {"base_url": base_url} if base_url else None
+    return sdk.Client(api_key=key, http_options=http_options)
 
 
 def _bedrock_client(endpoint_url: str | None, env: Mapping[str, str]) -> Any:
@@ -111,6 +127,8 @@ def _bedrock_client(endpoint_url: str | None, env: Mapping[str, str]) -> Any:
 def emulator_client(api: str, emulator: Any) -> Any:
     """A client of the given API pointed at a running `fsm_agent.testing.Emulator`."""
     sdk = _sdk(api)
+    if api == "gemini_generate_content":
+        return _gemini_client(sdk, "AIza-emulator", emulator.gemini_base_url)
     if api == "anthropic_messages":
         return sdk.Anthropic(api_key="sk-ant-emulator", base_url=emulator.anthropic_base_url, max_retries=0)
     if api == "bedrock_converse":
@@ -221,4 +239,19 @@ def build_params(
             ]
             params["toolConfig"] = {"tools": specs}
         return params
+    if api == "gemini_generate_content":
+        config: dict[str, Any] = {"max_output_tokens": max_tokens}
+        if system:
+            config["system_instruction"] = system
+        if tools:
+            declarations = [
+                {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters_json_schema": t["parameters"],
+                }
+                for t in tools
+            ]
+            config["tools"] = [{"function_declarations": declarations}]
+        return {"model": model, "contents": prompt, "config": config}
     raise SetupError(f"unknown api {api!r}")

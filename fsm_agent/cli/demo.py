@@ -71,6 +71,7 @@ def base_url_of(api: str, emulator: object) -> str:
     attribute = {
         "anthropic_messages": "anthropic_base_url",
         "bedrock_converse": "bedrock_endpoint_url",
+        "gemini_generate_content": "gemini_base_url",
     }.get(api, "openai_base_url")
     return str(getattr(emulator, attribute))
 

@@ -44,8 +44,12 @@ def describe(emulator: Any, scenario: str) -> str:
             f"  Anthropic Messages                      base_url={emulator.anthropic_base_url}",
             f"  AWS Bedrock Converse / ConverseStream   endpoint_url={emulator.bedrock_endpoint_url}"
             " (any region and credentials)",
+            "  Gemini (google-genai)                   "
+            f"http_options={{'base_url': '{emulator.gemini_base_url}'}}",
             "  Any API key is accepted. Try:",
             f"    OPENAI_API_KEY=x fsm-agent stream --base-url {emulator.openai_base_url} --model m Hello",
+            "    GEMINI_API_KEY=x fsm-agent stream --api gemini_generate_content "
+            f"--base-url {emulator.gemini_base_url} --model gemini-2.5-flash Hello",
             "Ctrl-C to stop.",
         ]
     )

@@ -181,6 +181,7 @@ _ASYNC_PROBES = (
     ("chat", "completions", "create"),
     ("responses", "create"),
     ("messages", "create"),
+    ("models", "generate_content_stream"),  # google-genai's AsyncClient (client.aio)
 )
 
 
@@ -210,7 +211,8 @@ def check_client(client: Any, *, in_async: bool, api_given: bool = False) -> Non
     if not api_given and not looks_like_client(client):
         raise TypeError(
             f"{kind} is not an SDK client fsm_agent knows: pass openai.OpenAI / AsyncOpenAI, "
-            "anthropic.Anthropic / AsyncAnthropic, a boto3 'bedrock-runtime' client, or a "
+            "anthropic.Anthropic / AsyncAnthropic, a boto3 'bedrock-runtime' client, "
+            "google.genai.Client (or its .aio), or a "
             "zero-argument callable that returns one"
         )
     if not in_async and is_async_client(client):
@@ -222,7 +224,9 @@ def check_client(client: Any, *, in_async: bool, api_given: bool = False) -> Non
 
 def looks_like_client(obj: Any) -> bool:
     """An SDK client (as opposed to a zero-argument factory that makes one)."""
-    return any(hasattr(obj, name) for name in ("chat", "messages", "responses", "converse_stream"))
+    if any(hasattr(obj, name) for name in ("chat", "messages", "responses", "converse_stream")):
+        return True
+    return hasattr(getattr(obj, "models", None), "generate_content_stream")  # google.genai.Client
 
 
 class ClientSource:
@@ -289,7 +293,8 @@ def _close_client(client: Any) -> None:
 
 
 async def _aclose_client(client: Any) -> None:
-    close = getattr(client, "close", None)
+    # `aclose` where there is no `close` (google-genai's AsyncClient).
+    close = getattr(client, "close", None) or getattr(client, "aclose", None)
     if callable(close):
         try:
             closing = close()

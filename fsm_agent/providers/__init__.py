@@ -9,13 +9,15 @@ from .base import ProviderAdapter
 
 __all__ = ["APIS", "adapter_for", "infer_api"]
 
-APIS = ("chat_completions", "responses", "anthropic_messages", "bedrock_converse")
+APIS = ("chat_completions", "responses", "anthropic_messages", "bedrock_converse", "gemini_generate_content")
 
 
 def infer_api(client: Any, params: dict[str, Any] | None = None) -> str:
     """The API a client speaks, from its type; for OpenAI clients, Responses when the params are
     shaped for it (`input` and no `messages`), else Chat Completions."""
     module = type(client).__module__.split(".", 1)[0]
+    if type(client).__module__.startswith("google.genai") or _is_genai_shaped(client):
+        return "gemini_generate_content"  # PRV-N: genai.Client and its .aio
     if module == "anthropic" or (hasattr(client, "messages") and not hasattr(client, "chat")):
         return "anthropic_messages"
     if hasattr(client, "converse_stream"):
@@ -25,11 +27,19 @@ def infer_api(client: Any, params: dict[str, Any] | None = None) -> str:
     return "chat_completions"
 
 
+def _is_genai_shaped(client: Any) -> bool:
+    """A client shaped like `google.genai.Client`: `models.generate_content_stream`, and none of
+    the OpenAI/Anthropic surfaces."""
+    models = getattr(client, "models", None)
+    return hasattr(models, "generate_content_stream") and not hasattr(client, "chat")
+
+
 _ADAPTERS = {
     "chat_completions": ("openai_chat", "ChatCompletionsAdapter"),
     "responses": ("openai_responses", "ResponsesAdapter"),
     "anthropic_messages": ("anthropic", "AnthropicAdapter"),
     "bedrock_converse": ("bedrock", "BedrockAdapter"),
+    "gemini_generate_content": ("gemini", "GeminiAdapter"),
 }
 
 

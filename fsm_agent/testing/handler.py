@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from fsm_agent.testing.server import EmulatorServer
 
 _BEDROCK_PATH = re.compile(r"^/model/(?P<model>[^/]+)/(?P<op>converse|converse-stream)$")
+# Gemini API (/v1beta/models/M:op) and Vertex AI (…/publishers/google/models/M:op) paths.
+_GEMINI_PATH = re.compile(r"/models/(?P<model>[^/:]+):(?P<op>streamGenerateContent|generateContent)$")
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,10 @@ def make_wires() -> dict[str, Wire]:
     from fsm_agent.testing.anthropic_wire import AnthropicWire
     from fsm_agent.testing.bedrock_wire import BedrockWire
     from fsm_agent.testing.chat import ChatWire
+    from fsm_agent.testing.gemini_wire import GeminiWire
     from fsm_agent.testing.responses_wire import ResponsesWire
 
-    wires: list[Wire] = [ChatWire(), ResponsesWire(), AnthropicWire(), BedrockWire()]
+    wires: list[Wire] = [ChatWire(), ResponsesWire(), AnthropicWire(), BedrockWire(), GeminiWire()]
     return {w.api: w for w in wires}
 
 
@@ -89,6 +92,9 @@ def route(path: str) -> tuple[str | None, bool | None, str]:
     m = _BEDROCK_PATH.match(path)
     if m:
         return "bedrock_converse", m.group("op") == "converse-stream", unquote(m.group("model"))
+    m = _GEMINI_PATH.search(path)
+    if m:
+        return "gemini_generate_content", m.group("op") == "streamGenerateContent", unquote(m.group("model"))
     if path.endswith("/chat/completions"):
         return "chat_completions", None, ""
     if path.endswith("/responses"):

@@ -145,7 +145,7 @@ _DEMO_LIST: tuple[Demo, ...] = (
         "stall-retry",
         "the provider goes silent before any text; the watchdog (1 s) aborts and retries",
         (
-            _summary("stall-retry/stall", F.Stall(1, seconds=60.0, then="drop")),
+            _summary("stall-retry/stall", F.Stall(0, kind="text", seconds=60.0, then="drop")),
             _summary("stall-retry/ok"),
         ),
         stale_timeout=1.0,
@@ -205,10 +205,12 @@ _DEMO_LIST: tuple[Demo, ...] = (
     ),
     Demo(
         "stall-recovered",
-        "a stall after the first frame (needs a short stale timeout), then an answer",
+        "a stall before the first text (needs a short stale timeout), then an answer",
         (
             Scenario.build(
-                _ANSWER, faults=(F.Stall(1, seconds=30.0, then="drop"),), name="stall-recovered/stall"
+                _ANSWER,
+                faults=(F.Stall(0, kind="text", seconds=30.0, then="drop"),),
+                name="stall-recovered/stall",
             ),
             Scenario.build(_ANSWER, name="stall-recovered/ok"),
         ),

@@ -189,6 +189,11 @@ class Emulator:
     def bedrock_endpoint_url(self) -> str:
         return self.base_url
 
+    @property
+    def gemini_base_url(self) -> str:
+        """For `google.genai.Client(http_options={"base_url": ...})` (the SDK adds `/v1beta/…`)."""
+        return self.base_url
+
     # ------------------------------------------------------------------ scripting
 
     def script(self, *scenarios: Scenario, then: Scenario | None = None, cycle: bool = False) -> None:

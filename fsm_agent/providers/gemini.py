@@ -1,0 +1,259 @@
+"""The native Gemini API (`google-genai`: `client.models.generate_content_stream`): PRV-N.
+
+The SDK offers no raw streaming-response interface (no `with_streaming_response`), so the wire
+is reached one floor below its public surface: the SDK's own request builder turns `model`,
+`contents` and `config` into the request (its converters, auth, base URL, API version, headers,
+`http_options`), the SDK's `_request_once` sends it and raises its own `APIError` for an HTTP
+error status, and the body of `streamGenerateContent?alt=sse` comes back as an httpx/httpx2 (or
+aiohttp) response whose bytes our SSE decoder reads (WIRE-1) — no SDK model is built per chunk,
+and a stalled read can be aborted on its socket. `_request_once` is not the SDK's retry loop:
+the retry budget is the session's (RES-1).
+
+Those are private names of the SDK. `wire_request` checks that they are all there; when one is
+missing (another SDK version, or a client that only looks like `genai.Client`) the attempt falls
+back to iterating `generate_content_stream` and reading its objects (WIRE-5): the same events, at
+the SDK's cost per chunk. A JSON body answered to the streaming request is a finished response
+(WIRE-5). The non-streaming fallback (RES-9) is the public `generate_content`. Sync clients and
+`client.aio` alike. Never decides policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+from ..actions import OpenAttempt
+from .base import (
+    AsyncAttempt,
+    Attempt,
+    aobject_attempt,
+    object_attempt,
+    socket_of,
+)
+from .gemini_events import GeminiTranslator, plain_chunk, response_events
+
+__all__ = ["GeminiAdapter", "is_finished_response", "wire_request"]
+
+_PARAMS = frozenset({"model", "contents", "config"})
+
+log = logging.getLogger("fsm_agent")
+
+
+def _check_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `generate_content_stream`, exactly (a stray key is the caller's
+    error, raised as the SDK raises it)."""
+    unknown = sorted(set(params) - _PARAMS)
+    if unknown:
+        raise TypeError(
+            f"generate_content_stream() got unexpected keyword arguments: {', '.join(unknown)}; "
+            "it takes model, contents and config"
+        )
+    return params
+
+
+def is_finished_response(obj: Any) -> bool:
+    """A finished GenerateContentResponse handed over instead of a stream (WIRE-5): a single
+    object rather than an iterator of them."""
+    if isinstance(obj, dict):
+        return "candidates" in obj or "promptFeedback" in obj
+    return hasattr(obj, "candidates") and not hasattr(obj, "__next__") and not hasattr(obj, "__anext__")
+
+
+def wire_request(client: Any, params: dict[str, Any], read_timeout: float) -> tuple[Any, Any] | None:
+    """(the SDK's api client, the built `HttpRequest` of `streamGenerateContent?alt=sse`), or None
+    when this SDK does not have the internals the raw path needs (the caller reads objects)."""
+    api = getattr(getattr(client, "models", None), "_api_client", None)
+    try:
+        from google.genai import _common, types
+        from google.genai import models as genai_models
+    except ImportError:
+        return None
+    needed = (
+        getattr(types, "_GenerateContentParameters", None),
+        getattr(genai_models, "_GenerateContentParameters_to_mldev", None),
+        getattr(genai_models, "_GenerateContentParameters_to_vertex", None),
+        getattr(_common, "convert_to_dict", None),
+        getattr(_common, "encode_unserializable_types", None),
+        getattr(api, "_build_request", None),
+        getattr(api, "_request_once", None),
+        getattr(api, "_async_request_once", None),
+    )
+    if api is None or any(part is None for part in needed):
+        return None
+    try:
+        return _build(api, params, read_timeout, types, genai_models, _common)
+    except (TypeError, AttributeError, KeyError):
+        # The internals exist but are shaped differently (another SDK version): read objects. An
+        # error that is the caller's own comes back from the SDK's public call the same way.
+        log.debug("google-genai's request builder differs; reading its objects", exc_info=True)
+        return None
+
+
+def _build(
+    api: Any, params: dict[str, Any], read_timeout: float, types: Any, genai_models: Any, _common: Any
+) -> tuple[Any, Any]:
+    config = params.get("config")
+    try:
+        from google.genai import _extra_utils
+
+        config = _extra_utils.parse_config_for_mcp_usage(config)  # as the SDK does: MCP header
+    except (ImportError, AttributeError):
+        pass
+    parameters = types._GenerateContentParameters(
+        model=params.get("model"), contents=params.get("contents"), config=config
+    )
+    to_wire = (
+        genai_models._GenerateContentParameters_to_vertex
+        if api.vertexai
+        else genai_models._GenerateContentParameters_to_mldev
+    )
+    request_dict = to_wire(api, parameters, None, parameters)
+    url = request_dict.get("_url")
+    path = "{model}:streamGenerateContent?alt=sse"
+    path = path.format_map(url) if url else path
+    query = request_dict.get("_query")
+    if query:
+        path = f"{path}&{urlencode(query)}"
+    request_dict.pop("config", None)
+    http_options = parameters.config.http_options if parameters.config is not None else None
+    request_dict = _common.encode_unserializable_types(_common.convert_to_dict(request_dict))
+    http_request = api._build_request("post", path, request_dict, http_options)
+    # WD-1 in the open phase: no read waits longer than the stale timeout. Set on the request, not
+    # through http_options, which would also send the server an X-Server-Timeout header.
+    if http_request.timeout is None or http_request.timeout > read_timeout:
+        http_request.timeout = read_timeout
+    return api, http_request
+
+
+def _is_json(http: Any) -> bool:
+    content_type = str(getattr(http, "headers", {}).get("content-type", ""))
+    return "json" in content_type and "event-stream" not in content_type
+
+
+def _sync_chunks(http: Any) -> Iterator[bytes]:
+    if hasattr(http, "iter_bytes"):  # httpx / httpx2
+        chunks: Iterator[bytes] = http.iter_bytes()
+        return chunks
+    content: Iterator[bytes] = http.iter_content(chunk_size=None)  # requests (google-auth sessions)
+    return content
+
+
+def _plain_objects(stream: Any) -> Iterator[Any]:
+    """The SDK's chunk objects as wire dicts, closing the SDK's generator when closed."""
+    try:
+        for obj in stream:
+            yield plain_chunk(obj)
+    finally:
+        close = getattr(stream, "close", None)
+        if callable(close):
+            close()
+
+
+async def _aplain_objects(stream: Any) -> AsyncIterator[Any]:
+    try:
+        async for obj in stream:
+            yield plain_chunk(obj)
+    finally:
+        close = getattr(stream, "aclose", None)
+        if callable(close):
+            await close()
+
+
+class GeminiAdapter:
+    api = "gemini_generate_content"
+
+    def model_of(self, params: dict[str, Any]) -> str | None:
+        model = params.get("model")
+        return model if isinstance(model, str) else None
+
+    def translator(self) -> GeminiTranslator:
+        return GeminiTranslator()
+
+    def finished_events(self, response: Any) -> list[Any]:
+        return response_events(response)
+
+    # -- sync clients ------------------------------------------------------------------------------
+    def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
+        kwargs = _check_params(params)
+        built = wire_request(client, kwargs, read_timeout)
+        if built is None:
+            returned = client.models.generate_content_stream(**kwargs)
+            return object_attempt(self._objects(returned), is_finished_response)
+        api, http_request = built
+        response = api._request_once(http_request, stream=True)
+        http = response.response_stream
+        if _is_json(http):
+            try:
+                body = json.loads(http.read() if hasattr(http, "iter_bytes") else http.content)
+            finally:
+                http.close()
+            return Attempt(finished=body)
+        return Attempt(chunks=_sync_chunks(http), closer=http.close, sock=socket_of(http))
+
+    @staticmethod
+    def _objects(returned: Any) -> Any:
+        if is_finished_response(returned):
+            return returned
+        return _plain_objects(returned)
+
+    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        return client.models.generate_content(**_check_params(params))
+
+    # -- async clients (`client.aio`) ----------------------------------------------------------------
+    async def aopen(
+        self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float
+    ) -> AsyncAttempt:
+        kwargs = _check_params(params)
+        built = wire_request(client, kwargs, read_timeout)
+        if built is None:
+            returned = client.models.generate_content_stream(**kwargs)
+            if inspect.isawaitable(returned):
+                returned = await returned
+            if not is_finished_response(returned) and hasattr(returned, "__aiter__"):
+                returned = _aplain_objects(returned)
+            elif not is_finished_response(returned):
+                returned = _plain_objects(returned)
+            return await aobject_attempt(returned, is_finished_response)
+        api, http_request = built
+        send = api._async_request_once
+        # No retry of its own on an aiohttp connection error (it sleeps 1-10 s first): ours decide.
+        quiet = {"implicit_retry": False} if "implicit_retry" in inspect.signature(send).parameters else {}
+        response = await send(http_request, stream=True, **quiet)
+        http = response.response_stream
+        if hasattr(http, "aiter_bytes"):  # httpx / httpx2
+            if _is_json(http):
+                try:
+                    body = json.loads(await http.aread())
+                finally:
+                    await http.aclose()
+                return AsyncAttempt(finished=body)
+            chunks: AsyncIterator[bytes] = http.aiter_bytes()
+
+            async def closer() -> None:
+                try:
+                    await chunks.aclose()  # type: ignore[attr-defined]
+                finally:
+                    await http.aclose()
+
+            return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http))
+        # aiohttp (when the SDK is installed with it): its content reader, released when done.
+        if _is_json(http):
+            try:
+                body = json.loads(await http.read())
+            finally:
+                http.release()
+            return AsyncAttempt(finished=body)
+
+        async def release() -> None:
+            http.release()
+
+        return AsyncAttempt(chunks=http.content.iter_any(), closer=release)
+
+    async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
+        response = client.models.generate_content(**_check_params(params))
+        return await response if inspect.isawaitable(response) else response
+
