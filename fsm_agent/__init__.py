@@ -20,13 +20,14 @@ from .errors import (
     StreamStalledError,
     TraceFormatError,
 )
-from .result import StreamResult, ToolCall, Usage
+from .result import Choice, StreamResult, ToolCall, Usage
 from .session import Session
 from .trace.replay import replay
 from .trace.report import ReplayReport
 from .trace.sinks import JsonlSink, MemorySink
 
 __all__ = [
+    "Choice",
     "EmptyStreamError",
     "FsmAgentError",
     "IncompleteStreamError",

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .result import StreamResult, ToolCall, Usage
+from .result import Choice, StreamResult, ToolCall, Usage
 
 __all__ = ["Accumulator", "Pieces", "ToolSlot"]
 
@@ -77,6 +77,7 @@ class Accumulator:
 
     __slots__ = (
         "_by_index",
+        "extra",
         "finish_reason",
         "model",
         "provider_data",
@@ -101,6 +102,16 @@ class Accumulator:
         self.response_id: str | None = None
         self.provider_data: dict[str, Any] = {}
         self.raw: Any = None
+        self.extra: dict[int, Accumulator] | None = None  # n>1: the other choices, by index
+
+    def choice(self, index: int) -> Accumulator:
+        """The accumulator of choice `index` > 0 (n>1)."""
+        if self.extra is None:
+            self.extra = {}
+        found = self.extra.get(index)
+        if found is None:
+            found = self.extra[index] = Accumulator()
+        return found
 
     # -- tool calls (ACC-3) -------------------------------------------------------------------
     def tool_delta(
@@ -151,7 +162,7 @@ class Accumulator:
             else:
                 content = refusal
                 finish_reason = "content_filter"
-        return StreamResult(
+        result = StreamResult(
             content=content,
             reasoning=_join(self.reasoning_parts) if self.reasoning_parts else None,
             refusal=refusal,
@@ -162,4 +173,18 @@ class Accumulator:
             id=self.response_id,
             provider_data=provider_data,
             raw=self.raw,
+        )
+        if self.extra:
+            result.extra_choices = [self.extra[index].as_choice(index) for index in sorted(self.extra)]
+        return result
+
+    def as_choice(self, index: int) -> Choice:
+        built = self.build()
+        return Choice(
+            index=index,
+            content=built.content,
+            reasoning=built.reasoning,
+            refusal=built.refusal,
+            tool_calls=built.tool_calls,
+            finish_reason=built.finish_reason,
         )

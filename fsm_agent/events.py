@@ -15,6 +15,7 @@ from .result import Usage
 
 __all__ = [
     "AttemptClosed",
+    "ChoiceDelta",
     "AttemptFailed",
     "FallbackDelivered",
     "FallbackFinished",
@@ -117,6 +118,15 @@ class FinishedResponse:
     response: Any
 
 
+@dataclass(frozen=True, slots=True)
+class ChoiceDelta:
+    """A piece of a choice other than the first (`n>1`): `event` (a text, reasoning, refusal,
+    tool-call or finish event) belongs to choice `choice`, kept apart and never delivered."""
+
+    choice: int
+    event: Any
+
+
 WireEvent = (
     TextDelta
     | ReasoningDelta
@@ -129,6 +139,7 @@ WireEvent = (
     | Keepalive
     | StreamEnd
     | FinishedResponse
+    | ChoiceDelta
 )
 
 

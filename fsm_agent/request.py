@@ -31,6 +31,7 @@ from .errors import (
 from .events import (
     AttemptClosed,
     AttemptFailed,
+    ChoiceDelta,
     FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
@@ -216,6 +217,23 @@ class RequestMachine:
     def _keepalive(self, event: Keepalive, t: float) -> tuple[Output, ...]:
         return ()
 
+    def _other_choice(self, event: ChoiceDelta, t: float) -> tuple[Output, ...]:
+        """n>1: a choice other than the first is accumulated apart; no callback, no transition."""
+        acc = self.acc.choice(event.choice)
+        inner = event.event
+        kind = type(inner)
+        if kind is TextDelta:
+            acc.text_parts.append(inner.text)
+        elif kind is ReasoningDelta:
+            acc.reasoning_parts.append(inner.text)
+        elif kind is RefusalDelta:
+            acc.refusal_parts.append(inner.text)
+        elif kind is ToolCallDelta:
+            acc.tool_delta(inner.index, inner.id, inner.name, inner.arguments, inner.extra)
+        elif kind is FinishReason:
+            acc.finish_reason = inner.reason
+        return ()
+
     def _end(self, event: StreamEnd, t: float) -> tuple[Output, ...]:
         if self.state is S.CONNECTING:
             if event.keepalives and not event.frames:
@@ -286,6 +304,7 @@ class RequestMachine:
         UsageReport: _usage,
         ResponseMeta: _meta,
         Keepalive: _keepalive,
+        ChoiceDelta: _other_choice,
         StreamEnd: _end,
         FinishedResponse: _finished_response,
         Start: _start,

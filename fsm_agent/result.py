@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["StreamResult", "ToolCall", "Usage"]
+__all__ = ["Choice", "StreamResult", "ToolCall", "Usage"]
 
 
 @dataclass(slots=True)
@@ -29,6 +29,18 @@ class Usage:
 
 
 @dataclass(slots=True)
+class Choice:
+    """A choice other than the first of a request that asked for several (`n>1`)."""
+
+    index: int
+    content: str | None = None
+    reasoning: str | None = None
+    refusal: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+@dataclass(slots=True)
 class StreamResult:
     content: str | None = None
     reasoning: str | None = None
@@ -45,6 +57,7 @@ class StreamResult:
     provider_data: dict[str, Any] = field(default_factory=dict)
     raw: Any = None
     records: list[Any] = field(default_factory=list)
+    extra_choices: list[Choice] = field(default_factory=list)
 
     def to_chat_completion(self) -> SimpleNamespace:
         """An OpenAI ChatCompletion-shaped object (attribute access like the SDK's model)."""

@@ -27,12 +27,12 @@ from ..errors import MachineError
 from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt
 from ..providers.base import AsyncAttempt
 from ..result import StreamResult
-from ..wire.pipeline import WirePipeline
+from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
 from .aio_deliver import AsyncDelivery
 from .aio_thread import open_in_thread, run_in_thread
 from .aio_watchdog import LoopWatchdog
 from .common import CallbackError, Callbacks, activity_label
-from .core import Decided, DriverCore, translate_object
+from .core import Decided, DriverCore, finished_events, translate_object
 
 if TYPE_CHECKING:
     from ..session import RequestPlan, Session
@@ -173,7 +173,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         if attempt.objects is not None:
             return await self._pump_objects(attempt.objects)
         assert attempt.chunks is not None
-        return await self._pump_bytes(attempt.chunks, self._pipeline(self.delivery.pipeline_activity))
+        pipeline = self._pipeline(self.delivery.pipeline_activity, attempt.json_body)
+        return await self._pump_bytes(attempt.chunks, pipeline)
 
     async def _open(self, client: Any, plan: act.OpenAttempt) -> AsyncAttempt:
         aopen = getattr(self.adapter, "aopen", None)
@@ -181,37 +182,44 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             attempt: AsyncAttempt = await aopen(client, self.params, plan, self.watchdog.stale_timeout)
             return attempt
         opener = partial(self.adapter.open, client, self.params, plan, self.watchdog.stale_timeout)
-        return await open_in_thread(opener)
+        return await open_in_thread(lambda: self._limited(opener()))
 
-    async def _pump_bytes(self, chunks: AsyncIterator[bytes], pipeline: WirePipeline) -> Decided:
+    async def _pump_bytes(
+        self, chunks: AsyncIterator[bytes], pipeline: WirePipeline | JsonBodyPipeline
+    ) -> Decided:
         """Read to the end, delivering deltas as they come; stop early at the machine's first control
-        action, or when the watchdog has fired (`_read_to_end` then says what the stream became)."""
+        action, or when the watchdog has fired (`_read_to_end` then says what the stream became).
+        A read larger than `SLICE` is decoded and delivered a slice at a time (SEC-5)."""
         machine = self.machine
         watchdog = self.watchdog
         delivery = self.delivery
         deliver = delivery.outputs
         clock = time.monotonic
         t0 = self._t0
-        async for chunk in chunks:
-            # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-            watchdog.hold()
-            try:
-                events = pipeline.feed(chunk)
-                if delivery.has_notices:
-                    await delivery.settle_notices()
-                if pipeline.active:
-                    watchdog.touch()
-                t = clock() - t0
-                for event in events:
-                    outputs = machine.feed(event, t)
-                    if outputs:
-                        control = await deliver(outputs)
-                        if control:
-                            return control
-            finally:
-                watchdog.release()
-            if pipeline.done or watchdog.fired is not None:
-                break
+        async for read in chunks:
+            for chunk in (read,) if len(read) <= SLICE else slices(read):
+                # From here until the next read, time is the caller's (on_activity, deltas), not silence.
+                watchdog.hold()
+                try:
+                    events = pipeline.feed(chunk)
+                    if delivery.has_notices:
+                        await delivery.settle_notices()
+                    if pipeline.active:
+                        watchdog.touch()
+                    t = clock() - t0
+                    for event in events:
+                        outputs = machine.feed(event, t)
+                        if outputs:
+                            control = await deliver(outputs)
+                            if control:
+                                return control
+                finally:
+                    watchdog.release()
+                if pipeline.done or watchdog.fired is not None:
+                    break
+            else:
+                continue
+            break
         if watchdog.fired is not None:
             return ()
         t = self._now()
@@ -269,7 +277,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             if response is None:
                 client = self.source.client_for_attempt()
                 response = await self._request_plain(client)
-            events = tuple(self.adapter.finished_events(response))
+            events = finished_events(self.adapter, response)
         except asyncio.CancelledError as exc:
             if not watchdog.claim():
                 raise

@@ -19,10 +19,11 @@ from typing import Any, Generic, Protocol, TypeVar
 from .. import actions as act
 from ..errors import MachineError
 from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta
-from ..providers.base import ProviderAdapter, as_plain
+from ..providers.base import Attempt, ProviderAdapter, as_plain
 from ..request import RequestMachine
 from ..result import StreamResult
-from ..wire.pipeline import Translator, WirePipeline
+from ..wire.pipeline import JsonBodyPipeline, Translator, WirePipeline
+from ..wire.shapes import guarded
 from .common import CallbackError, Callbacks, ClientSource, failure_event
 
 __all__ = ["Decided", "DriverCore", "WatchdogState"]
@@ -148,8 +149,20 @@ class DriverCore(Generic[W]):
         return self._feed(AttemptFailed(exc.original, from_callback=True))
 
     # -- the wire --------------------------------------------------------------------------------------
-    def _pipeline(self, on_activity: Callable[[str], Any] | None) -> WirePipeline:
+    def _pipeline(
+        self, on_activity: Callable[[str], Any] | None, json_body: Callable[[Any], Any] | None = None
+    ) -> WirePipeline | JsonBodyPipeline:
+        """The attempt's byte pipeline: an event stream, or a JSON body answered to a streaming
+        request (WIRE-5), both under the byte cap (SEC-5)."""
+        if json_body is not None:
+            return JsonBodyPipeline(json_body, max_bytes=self.max_bytes)
         return WirePipeline(self.adapter.translator(), max_bytes=self.max_bytes, on_activity=on_activity)
+
+    def _limited(self, attempt: Attempt) -> Attempt:
+        """Give a stream of objects read from bytes below us (Bedrock) the byte cap (SEC-5)."""
+        if attempt.limit is not None:
+            attempt.limit(self.max_bytes)
+        return attempt
 
 
     def _end_objects(self, translator: Translator, count: int) -> Decided:
@@ -159,5 +172,11 @@ class DriverCore(Generic[W]):
 
 def translate_object(translator: Translator, obj: Any) -> list[Any]:
     """WIRE-5: one decoded chunk's events. Plain dicts (botocore's events) need no conversion; SDK
-    objects are read by attribute."""
-    return translator.payload(obj if type(obj) is dict else as_plain(obj))
+    objects are read by attribute. A payload that trips the translator is a malformed chunk (SEC-4)."""
+    return guarded(translator.payload, obj if type(obj) is dict else as_plain(obj), "stream event")
+
+
+def finished_events(adapter: ProviderAdapter, response: Any) -> tuple[Any, ...]:
+    """A finished response's events (RES-9, WIRE-5); a payload of the wrong shape is a malformed
+    chunk (SEC-4), never a TypeError."""
+    return tuple(guarded(adapter.finished_events, response, "finished response"))

@@ -17,9 +17,9 @@ from .. import actions as act
 from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, ReasoningDelta, TextDelta
 from ..providers.base import Attempt
 from ..result import StreamResult
-from ..wire.pipeline import WirePipeline
+from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
 from .common import CallbackError, activity_label
-from .core import Decided, DriverCore, translate_object
+from .core import Decided, DriverCore, finished_events, translate_object
 from .watchdog import Watchdog, blocked_read_aborter
 
 __all__ = ["SyncDriver"]
@@ -77,7 +77,7 @@ class SyncDriver(DriverCore[Watchdog]):
         # socket this thread is blocked on (RES-11, WD-1 in the open phase).
         watchdog.arm(blocked_read_aborter())
         try:
-            attempt = self.adapter.open(client, self.params, plan, watchdog.stale_timeout)
+            attempt = self._limited(self.adapter.open(client, self.params, plan, watchdog.stale_timeout))
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, opened_at)
@@ -92,35 +92,40 @@ class SyncDriver(DriverCore[Watchdog]):
             if attempt.objects is not None:
                 out = self._pump_objects(attempt)
             else:
-                out = self._pump_bytes(attempt, self._pipeline(self.cb.activity))
+                out = self._pump_bytes(attempt, self._pipeline(self.cb.activity, attempt.json_body))
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, opened_at)
         watchdog.disarm()
         return self._read_to_end(out, opened_at)
 
-    def _pump_bytes(self, attempt: Attempt, pipeline: WirePipeline) -> Decided:
+    def _pump_bytes(self, attempt: Attempt, pipeline: WirePipeline | JsonBodyPipeline) -> Decided:
         """Read to the end, delivering deltas as they come; stop early at the machine's first control
-        action, or when the watchdog has fired (`_read_to_end` then says what the stream became)."""
+        action, or when the watchdog has fired (`_read_to_end` then says what the stream became).
+        A read larger than `SLICE` is decoded and delivered a slice at a time (SEC-5)."""
         machine = self.machine
         watchdog = self.watchdog
         deliver = self._deliver_inline
-        for chunk in attempt.iter_chunks():
-            # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-            watchdog.hold()
-            try:
-                events = pipeline.feed(chunk)
-                if pipeline.active:
-                    watchdog.touch()
-                t = time.monotonic() - self._t0
-                for event in events:
-                    control = deliver(machine.feed(event, t))
-                    if control:
-                        return control
-            finally:
-                watchdog.release()
-            if pipeline.done or watchdog.fired is not None:
-                break
+        for read in attempt.iter_chunks():
+            for chunk in (read,) if len(read) <= SLICE else slices(read):
+                # From here until the next read, time is the caller's (on_activity, deltas), not silence.
+                watchdog.hold()
+                try:
+                    events = pipeline.feed(chunk)
+                    if pipeline.active:
+                        watchdog.touch()
+                    t = time.monotonic() - self._t0
+                    for event in events:
+                        control = deliver(machine.feed(event, t))
+                        if control:
+                            return control
+                finally:
+                    watchdog.release()
+                if pipeline.done or watchdog.fired is not None:
+                    break
+            else:
+                continue
+            break
         if watchdog.fired is not None:
             return ()
         t = self._now()
@@ -195,7 +200,7 @@ class SyncDriver(DriverCore[Watchdog]):
         try:
             if response is None:
                 response = self.adapter.request_plain(client, self.params)
-            events = tuple(self.adapter.finished_events(response))
+            events = finished_events(self.adapter, response)
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, None)

@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from ..actions import OpenAttempt
-from ..errors import ProviderStreamError
+from ..errors import ProviderStreamError, StreamLimitError
 from ..events import (
     FinishReason,
     ReasoningDelta,
@@ -33,6 +33,7 @@ from ..events import (
 from ..redact import redact, truncate
 from ..result import Usage
 from ..wire.sse import SSEFrame
+from ..wire.shapes import DICT, INT, STR, Shape
 from .base import Attempt, as_plain, malformed
 
 __all__ = ["BedrockAdapter", "BedrockTranslator", "converse_events", "in_stream_error"]
@@ -58,7 +59,58 @@ TRANSIENT_EXCEPTIONS = frozenset(
 )
 
 
-_malformed = partial(malformed, "Bedrock event")
+_WHAT = "Bedrock event"
+_malformed = partial(malformed, _WHAT)
+
+# -- the shapes a Bedrock payload must have (SEC-4): the one place they are checked ---------------
+_USAGE = Shape(
+    "usage",
+    {
+        "inputTokens": INT,
+        "outputTokens": INT,
+        "totalTokens": INT,
+        "cacheReadInputTokens": INT,
+        "cacheWriteInputTokens": INT,
+    },
+)
+_TOOL_START = Shape("toolUse", {"toolUseId": (str, int), "name": STR})
+_DELTA = Shape(
+    "delta",
+    {
+        "text": STR,
+        "reasoningContent": Shape("reasoningContent", {"text": STR, "signature": STR}),
+        "toolUse": Shape("toolUse", {"input": (str, dict)}),
+    },
+)
+EVENT = Shape(
+    "event",
+    {
+        "messageStart": Shape("messageStart", {"role": STR}),
+        "contentBlockStart": Shape(
+            "contentBlockStart", {"contentBlockIndex": INT, "start": Shape("start", {"toolUse": _TOOL_START})}
+        ),
+        "contentBlockDelta": Shape("contentBlockDelta", {"contentBlockIndex": INT, "delta": _DELTA}, required=("delta",)),
+        "contentBlockStop": Shape("contentBlockStop", {"contentBlockIndex": INT}),
+        "messageStop": Shape("messageStop", {"stopReason": STR}, required=("stopReason",)),
+        "metadata": Shape("metadata", {"usage": _USAGE}),
+    },
+)
+_CONTENT = Shape(
+    "content block",
+    {
+        "text": STR,
+        "reasoningContent": Shape("reasoningContent", {"reasoningText": Shape("reasoningText", {"text": STR})}),
+        "toolUse": Shape("toolUse", {"toolUseId": (str, int), "name": STR, "input": (str, dict, list)}),
+    },
+)
+CONVERSE = Shape(
+    "Converse response",
+    {
+        "output": Shape("output", {"message": Shape("message", {"content": [_CONTENT]})}),
+        "stopReason": STR,
+        "usage": _USAGE,
+    },
+)
 
 
 def in_stream_error(code: str, body: object) -> ProviderStreamError:
@@ -78,9 +130,9 @@ def _is_exception_key(key: str) -> bool:
     return key.endswith("Exception")
 
 
-def _usage(raw: object) -> Usage | None:
+def _usage(raw: dict[str, Any] | None) -> Usage | None:
     """Bedrock counts cache reads and writes apart from `inputTokens`; ours includes them."""
-    if not isinstance(raw, dict):
+    if raw is None:
         return None
     fresh = raw.get("inputTokens")
     read = raw.get("cacheReadInputTokens")
@@ -125,16 +177,15 @@ class BedrockTranslator:
         )
 
     def payload(self, event: Any) -> list[Any]:
-        if not isinstance(event, dict):
-            raise _malformed("an event must be an object", event)
+        if type(event) is dict:
+            for key, body in event.items():
+                if _is_exception_key(key):
+                    raise in_stream_error(key, body)
+        EVENT.check(event, _WHAT)
         events: list[Any] = []
         for key, body in event.items():
-            if _is_exception_key(key):
-                raise in_stream_error(key, body)
             handler = _HANDLERS.get(key)
             if handler is not None:
-                if not isinstance(body, dict):
-                    raise _malformed(f"{key} must be an object", body)
                 handler(self, body, events)
         return events
 
@@ -160,9 +211,7 @@ class BedrockTranslator:
         )
 
     def _block_delta(self, body: dict[str, Any], events: list[Any]) -> None:
-        delta = body.get("delta")
-        if not isinstance(delta, dict):
-            raise _malformed("contentBlockDelta needs a delta object", delta)
+        delta = body["delta"]
         text = delta.get("text")
         if isinstance(text, str):
             if text:
@@ -221,8 +270,7 @@ _HANDLERS = {
 def converse_events(response: Any, meta: ResponseMeta | None = None) -> list[Any]:
     """A finished `converse()` answer as events, for the fallback (RES-9, PRV-B2)."""
     body = as_plain(response)
-    if not isinstance(body, dict):
-        raise _malformed("a Converse response must be an object", body)
+    CONVERSE.check(body, "Bedrock Converse response")
     events: list[Any] = [meta] if meta is not None else []
     output = body.get("output")
     message = output.get("message") if isinstance(output, dict) else None
@@ -289,6 +337,21 @@ class BedrockEvents:
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self._events: Iterator[Any] = iter(stream)
+        self.bytes_read = 0
+        self._cap: int | None = None
+
+    def limit(self, max_bytes: int) -> None:
+        """Count the bytes botocore reads under this stream against `max_bytes` (SEC-5). Set before
+        the first event is read: botocore's reader takes the raw body on its first read."""
+        raw = getattr(self._stream, "_raw_stream", None)
+        if raw is not None and hasattr(raw, "stream") and not isinstance(raw, _CountedBody):
+            self._cap = max_bytes
+            self._stream._raw_stream = _CountedBody(raw, self)
+
+    def counted(self, size: int) -> None:
+        self.bytes_read += size
+        if self._cap is not None and self.bytes_read > self._cap:
+            raise StreamLimitError(f"the event stream passed the cap of {self._cap} bytes per attempt; aborted")
 
     def __iter__(self) -> BedrockEvents:
         return self
@@ -326,6 +389,22 @@ class BedrockEvents:
                 release()
 
 
+class _CountedBody:
+    """botocore's raw response body, each read counted by its `BedrockEvents` (SEC-5)."""
+
+    def __init__(self, raw: Any, events: BedrockEvents) -> None:
+        self._raw = raw
+        self._events = events
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
+        for chunk in self._raw.stream(*args, **kwargs):
+            self._events.counted(len(chunk))
+            yield chunk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
 class BedrockAdapter:
     api = "bedrock_converse"
 
@@ -355,7 +434,7 @@ class BedrockAdapter:
                 return Attempt(finished=response)  # WIRE-5: a finished answer to a streaming call
             raise _malformed("converse_stream must answer with a stream", response)
         events = BedrockEvents(stream)
-        return Attempt(objects=events, closer=events.close, sock=_socket_under(stream))
+        return Attempt(objects=events, closer=events.close, sock=_socket_under(stream), limit=events.limit)
 
     def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
         response = client.converse(**params)
