@@ -8,12 +8,14 @@ concurrent requests may share a session. The session never reads the wire itself
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .drivers.aio_watchdog import LoopWatchdog
 from .drivers.common import Callbacks, ClientSource
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
@@ -21,14 +23,17 @@ from .guards import RequestContext
 from .logs import log_record
 from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
+from .redact import remember_client_secrets
 from .request import RequestMachine
 from .result import StreamResult
 from .timeouts import resolve_retries, resolve_stale_giveup, resolve_stale_timeout
-from .trace.records import TransitionRecord
-from .trace.sinks import EventRecorder, resolve_sink, write_request_header
+from .trace.sinks import EventRecorder, SinkTap, resolve_sink, write_request_header
 from .wire.pipeline import DEFAULT_MAX_BYTES
 
 __all__ = ["RequestPlan", "Session"]
+
+log = logging.getLogger("fsm_agent")
+_UNPLANNED = 180.0  # a watchdog's stale timeout until the request is planned (it is not armed before)
 
 
 class Interruptible(Protocol):
@@ -90,19 +95,22 @@ class Session:
         interrupt: threading.Event | None = None,
     ) -> StreamResult:
         """Run one streaming request to its end; see SPEC §1."""
-        plan = self._plan(client_or_factory, params, api)
-        watchdog = Watchdog(plan.stale_timeout, interrupt)
-        driver = SyncDriver(
-            machine=plan.machine,
-            source=plan.source,
-            adapter=plan.adapter,
-            params=plan.params,
-            callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity),
-            watchdog=watchdog,
-            remember=self._remember,
-            max_bytes=self.max_bytes,
-        )
+        # SEC-8: registered before any planning work (a factory, a lazy SDK import), so an
+        # interrupt issued while the request is prepared is honoured before anything is sent.
+        watchdog = Watchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):
+            plan = self._plan(ClientSource(client_or_factory), params, api)
+            watchdog.stale_timeout = plan.stale_timeout
+            driver = SyncDriver(
+                machine=plan.machine,
+                source=plan.source,
+                adapter=plan.adapter,
+                params=plan.params,
+                callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity),
+                watchdog=watchdog,
+                remember=self._remember,
+                max_bytes=self.max_bytes,
+            )
             return driver.run()
 
     async def astream(
@@ -117,13 +125,20 @@ class Session:
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
     ) -> StreamResult:
-        """`stream()` for async clients: the same machine, run by the asyncio driver."""
-        from .drivers.aio import run_async
+        """`stream()` for async clients: the same machine, run by the asyncio driver. A factory that
+        is a coroutine function is awaited; a plain one runs in a worker thread, never on the loop."""
+        watchdog = LoopWatchdog(_UNPLANNED, interrupt)
+        with self._in_flight_as(watchdog):  # SEC-8: before any planning work
+            from .drivers.aio import make_client, run_async
 
-        plan = self._plan(client_or_factory, params, api)
-        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
-        result: StreamResult = await run_async(self, plan, callbacks, interrupt)
-        return result
+            source = ClientSource(client_or_factory)
+            if source.factory is not None:
+                source.adopt(await make_client(source.factory))
+            plan = self._plan(source, params, api)
+            watchdog.stale_timeout = plan.stale_timeout
+            callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
+            result: StreamResult = await run_async(self, plan, callbacks, watchdog)
+            return result
 
     def interrupt(self) -> None:
         """End every request of this session in flight now (thread-safe; RES-11)."""
@@ -136,11 +151,12 @@ class Session:
         return resolve_stale_timeout(self._stale_timeout, model)
 
     # -- internals -------------------------------------------------------------------------------
-    def _plan(self, client_or_factory: Any, params: dict[str, Any], api: str | None) -> RequestPlan:
+    def _plan(self, source: ClientSource, params: dict[str, Any], api: str | None) -> RequestPlan:
         if not isinstance(params, dict):
             raise TypeError("params must be a dict of the SDK's request keyword arguments")
-        source = ClientSource(client_or_factory)
-        api_name = api or infer_api(source.peek(), params)
+        client = source.peek()
+        remember_client_secrets(client)  # SEC-9: read once from the client, kept only in memory
+        api_name = api or infer_api(client, params)
         adapter = adapter_for(api_name)
         plan = RequestPlan(
             source=source,
@@ -150,13 +166,16 @@ class Session:
             stale_timeout=self.stale_timeout_for(adapter.model_of(params)),
         )
         if self.trace is not None:  # the request's header line: what replay rebuilds it from
-            write_request_header(
-                self.trace,
-                plan.machine,
-                api=api_name,
-                model=adapter.model_of(params),
-                stale_timeout=plan.stale_timeout,
-            )
+            try:
+                write_request_header(
+                    self.trace,
+                    plan.machine,
+                    api=api_name,
+                    model=adapter.model_of(params),
+                    stale_timeout=plan.stale_timeout,
+                )
+            except Exception:  # SEC-6: a failing sink never changes the outcome
+                log.warning("the trace sink failed writing a request header", exc_info=True)
         return plan
 
     @contextlib.contextmanager
@@ -182,16 +201,15 @@ class Session:
             )
         request_id = uuid.uuid4().hex[:16]
         sink = self.trace
+        tap = SinkTap(sink, log_record)  # SEC-6: a failing log or sink never reaches the machine
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
-        machine = RequestMachine(ctx, request_id=request_id, on_record=self._log_record, on_event=recorder)
+        machine = RequestMachine(
+            ctx, request_id=request_id, on_record=tap.record, on_event=tap.event if recorder else None
+        )
         if recorder is not None:
             recorder.attach(machine)
+            tap.watch(recorder)
         return machine
-
-    def _log_record(self, record: TransitionRecord) -> None:
-        log_record(record)
-        if self.trace is not None:
-            self.trace.write_record(record)
 
     def _remember(self, fact: str) -> None:
         with self._lock:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import httpx2
 import openai
 import pytest
 from helpers import Collect, params
@@ -67,9 +66,9 @@ def test_res1_exhausted_raises_the_original_error(aleaks: AsyncLeakCheck, aspy: 
     got = Collect()
 
     async def main() -> None:
-        with pytest.raises(httpx2.RemoteProtocolError) as caught:
+        with pytest.raises(openai.APIConnectionError) as caught:
             await astream(aleaks, fsm_agent.Session(), got)
-        assert caught.value is aspy.errors[-1]  # the original object, not a wrapper
+        assert caught.value.__cause__ is aspy.errors[-1]  # the SDK's own error; the transport's as its cause
 
     aleaks.run(main)
     assert len(aleaks.emulator.requests) == 3 and got.texts == []
@@ -175,9 +174,9 @@ def test_res6_whitespace_only_exhausted_raises_original(
     got = Collect()
 
     async def main() -> None:
-        with pytest.raises(httpx2.RemoteProtocolError) as caught:
+        with pytest.raises(openai.APIConnectionError) as caught:
             await astream(aleaks, fsm_agent.Session(), got)
-        assert caught.value is aspy.errors[-1]
+        assert caught.value.__cause__ is aspy.errors[-1]  # the SDK's own error; the transport's as its cause
 
     aleaks.run(main)
     assert len(aleaks.emulator.requests) == 3 and got.text.strip() == ""

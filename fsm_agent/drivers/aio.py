@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from functools import cached_property, partial
@@ -37,7 +36,7 @@ from .core import Decided, DriverCore, finished_events, translate_object
 if TYPE_CHECKING:
     from ..session import RequestPlan, Session
 
-__all__ = ["AsyncDriver", "close_shielded", "is_async_client", "run_async"]
+__all__ = ["AsyncDriver", "close_shielded", "is_async_client", "make_client", "run_async"]
 
 log = logging.getLogger("fsm_agent")
 
@@ -67,13 +66,24 @@ def is_async_client(client: Any) -> bool:
     return False
 
 
+async def make_client(factory: Callable[[], Any]) -> Any:
+    """A client from the caller's factory, without blocking the loop: a coroutine function is
+    awaited; a plain one runs in a worker thread (building a client may import an SDK, read
+    certificates, …), and an awaitable it returns is awaited."""
+    if inspect.iscoroutinefunction(factory):
+        return await factory()
+    made = await run_in_thread(factory)
+    if inspect.isawaitable(made):
+        made = await made
+    return made
+
+
 async def run_async(
     session: Session,
     plan: RequestPlan,
     callbacks: tuple[Callable[..., Any] | None, ...],
-    interrupt: threading.Event | None,
+    watchdog: LoopWatchdog,
 ) -> StreamResult:
-    watchdog = LoopWatchdog(plan.stale_timeout, interrupt)
     driver = AsyncDriver(
         machine=plan.machine,
         source=plan.source,
@@ -84,8 +94,7 @@ async def run_async(
         remember=session._remember,
         max_bytes=session.max_bytes,
     )
-    with session._in_flight_as(watchdog):
-        return await driver.run()
+    return await driver.run()
 
 
 class AsyncDriver(DriverCore[LoopWatchdog]):
@@ -93,7 +102,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
 
     @cached_property
     def delivery(self) -> AsyncDelivery:
-        return AsyncDelivery(self.cb)
+        return AsyncDelivery(self.cb, self._interrupt_noticed)
 
     async def run(self) -> StreamResult:
         self.watchdog.start()
@@ -126,6 +135,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return ()
         if kind is act.RunFallback:
             return await self._run_fallback(action.response)
+        if kind is act.Raise:
+            raise action.error
         if kind is act.Status:
             await self.delivery.status(action.message)
             return ()
@@ -161,8 +172,15 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return self._failure(failure, opened_at)
         return self._read_to_end(out, opened_at)
 
+    async def _client(self) -> Any:
+        """The attempt's client; a factory's made off the loop (`make_client`)."""
+        source = self.source
+        if source.factory is not None and not source.has_client:
+            source.adopt(await make_client(source.factory))
+        return source.client_for_attempt()
+
     async def _attempt(self, plan: act.OpenAttempt) -> Decided:
-        client = self.source.client_for_attempt()
+        client = await self._client()
         attempt = await self._open(client, plan)
         self.attempt = attempt
         interrupted = self._interrupt_noticed()
@@ -208,6 +226,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                         watchdog.touch()
                     t = clock() - t0
                     for event in events:
+                        if watchdog.interrupted:  # SEC-8: over whatever the read still holds
+                            return self._interrupt_noticed() or ()
                         outputs = machine.feed(event, t)
                         if outputs:
                             control = await deliver(outputs)
@@ -224,6 +244,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return ()
         t = self._now()
         for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            if watchdog.interrupted:
+                return self._interrupt_noticed() or ()
             outputs = machine.feed(event, t)
             if outputs:
                 control = await deliver(outputs)
@@ -246,6 +268,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             try:
                 await self.delivery.activity(activity_label(obj))
                 for event in events:
+                    if watchdog.interrupted:
+                        return self._interrupt_noticed() or ()
                     control = await self.delivery.outputs(machine.feed(event, t))
                     if control:
                         return control
@@ -275,7 +299,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         watchdog.arm(stale=True)
         try:
             if response is None:
-                client = self.source.client_for_attempt()
+                client = await self._client()
                 response = await self._request_plain(client)
             events = finished_events(self.adapter, response)
         except asyncio.CancelledError as exc:
@@ -292,9 +316,11 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         if interrupted is not None:
             return interrupted
         try:
-            await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
+            stop = await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
         except CallbackError as exc:
             return self._callback_failed(exc)
+        if stop:  # an interrupt set by a callback meanwhile (SEC-8)
+            return stop
         return self._feed_control(FallbackDelivered())
 
     async def _request_plain(self, client: Any) -> Any:

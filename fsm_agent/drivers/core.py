@@ -92,13 +92,18 @@ class DriverCore(Generic[W]):
                 result: StreamResult = action.result
                 return result
             if kind is act.Raise:
-                raise action.error
+                # Raised by the driver, outside this generator: a StopIteration from the caller's
+                # callback must reach the caller as itself (CB-6), not as PEP 479's RuntimeError.
+                yield act.Raise(self.source.native(action.error))
+                raise MachineError("the driver did not raise the machine's error")
             if kind is act.Remember:
                 self.remember(action.fact)
                 continue
             io_bound = kind is act.OpenAttempt or kind is act.RunFallback
-            if io_bound and self.watchdog.interrupted:
-                pending.extend(self._feed(Interrupt()))  # noticed between actions: it wins (RES-11)
+            if kind is not act.CloseAttempt and self.watchdog.interrupted and not self.machine.finished:
+                # Noticed before an action: it wins, and the rest of the old decision is void (SEC-8).
+                pending.clear()
+                pending.extend(self._feed(Interrupt()))
                 continue
             if kind is act.DeliverText:
                 action = TextDelta(action.text)
@@ -119,8 +124,10 @@ class DriverCore(Generic[W]):
         return self._feed(event)
 
     def _interrupt_noticed(self) -> Decided | None:
-        """The machine's decision on an interrupt noticed now, if there is one (it wins)."""
-        return self._feed(Interrupt()) if self.watchdog.interrupted else None
+        """The machine's decision on an interrupt noticed now, if there is one (it wins, SEC-8)."""
+        if self.watchdog.interrupted and not self.machine.finished:
+            return self._feed(Interrupt())
+        return None
 
     # -- how an attempt (or the fallback request) ends -----------------------------------------------
     def _failure(self, exc: BaseException, opened_at: float | None) -> Decided:

@@ -60,6 +60,8 @@ class SyncDriver(DriverCore[Watchdog]):
             return ()
         if kind is act.RunFallback:
             return self._run_fallback(action.response)
+        if kind is act.Raise:
+            raise action.error
         if kind is act.Status:
             self.cb.status(action.message)
             return ()
@@ -116,6 +118,8 @@ class SyncDriver(DriverCore[Watchdog]):
                         watchdog.touch()
                     t = time.monotonic() - self._t0
                     for event in events:
+                        if watchdog.interrupted:  # SEC-8: over whatever the read still holds
+                            return self._interrupt_noticed() or ()
                         control = deliver(machine.feed(event, t))
                         if control:
                             return control
@@ -130,6 +134,8 @@ class SyncDriver(DriverCore[Watchdog]):
             return ()
         t = self._now()
         for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            if watchdog.interrupted:
+                return self._interrupt_noticed() or ()
             control = deliver(machine.feed(event, t))
             if control:
                 return control
@@ -152,6 +158,8 @@ class SyncDriver(DriverCore[Watchdog]):
                 if self.cb.activity is not None:
                     self.cb.activity(activity_label(obj))
                 for event in events:
+                    if watchdog.interrupted:
+                        return self._interrupt_noticed() or ()
                     control = self._deliver_inline(machine.feed(event, t))
                     if control:
                         return control
@@ -168,14 +176,19 @@ class SyncDriver(DriverCore[Watchdog]):
         """Deliver deltas now; return the control actions (which end the pump) if any."""
         control: list[Any] = []
         cb = self.cb
+        delivered = False
         for out in outputs:
             kind = type(out)
-            if kind is TextDelta:
-                cb.text(out.text)
-            elif kind is ReasoningDelta:
-                cb.reasoning(out.text)
-            elif kind is act.ToolNamed:
-                cb.tool_call(out.index, out.name)
+            if kind is TextDelta or kind is ReasoningDelta or kind is act.ToolNamed:
+                if delivered and self.watchdog.interrupted:  # set by the callback just run (SEC-8)
+                    return self._interrupt_noticed() or ()
+                delivered = True
+                if kind is TextDelta:
+                    cb.text(out.text)
+                elif kind is ReasoningDelta:
+                    cb.reasoning(out.text)
+                else:
+                    cb.tool_call(out.index, out.name)
             else:
                 control.append(out)
         return tuple(control)
@@ -209,9 +222,11 @@ class SyncDriver(DriverCore[Watchdog]):
         if interrupted is not None:
             return interrupted
         try:
-            self._deliver_inline(self._feed(FallbackFinished(events, response)))
+            stop = self._deliver_inline(self._feed(FallbackFinished(events, response)))
         except CallbackError as exc:
             return self._callback_failed(exc)
+        if stop:  # an interrupt set by a callback meanwhile (SEC-8)
+            return stop
         return self._feed_control(FallbackDelivered())
 
     def _close_attempt(self) -> None:
