@@ -50,7 +50,7 @@ from .events import (
     UsageReport,
 )
 from .guards import GUARDS, RequestContext
-from .machine import State, build_machine, guard_method
+from .machine import TRIGGERS, State, build_machine, guard_method
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
@@ -135,7 +135,11 @@ class RequestMachine:
 
         Only for replaying a trace that has no wire recording: the replayer sets the context from
         each record's `inputs`, then fires the recorded trigger (TR-3). Drivers use `feed()`.
+        Only a trigger of the table is fired: a name from a trace is never looked up on the
+        machine otherwise (SEC-7).
         """
+        if trigger not in TRIGGERS:
+            raise MachineError(f"{trigger!r} is not a trigger of the table")
         return self._fire(trigger, event, t)
 
     def _apply(self, event: object, t: float) -> tuple[Output, ...]:
