@@ -16,7 +16,8 @@
 
 Interrupts raise the built-in InterruptedError. A transport error of the HTTP library under an
 SDK that exhausts its retries is raised as that SDK's own connection error (`sdk_native`), with
-the transport error as `__cause__`, so a caller's `except openai.APIConnectionError` keeps working. This module never imports a provider SDK: foreign
+the transport error as `__cause__`, so a caller's `except openai.APIConnectionError` keeps working.
+This module never imports a provider SDK: foreign
 exceptions are recognised by their class names along the MRO, so httpx and httpx2 (and the
 SDKs built on either) classify alike.
 """

@@ -15,8 +15,8 @@ from .result import Usage
 
 __all__ = [
     "AttemptClosed",
-    "ChoiceDelta",
     "AttemptFailed",
+    "ChoiceDelta",
     "FallbackDelivered",
     "FallbackFinished",
     "FinishReason",

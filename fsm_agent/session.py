@@ -50,6 +50,7 @@ class RequestPlan:
     machine: RequestMachine
     stale_timeout: float
 
+
 _UNSUPPORTED_MODES = ("fallback", "raise")
 
 

@@ -25,7 +25,10 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069
 def safe_text(text: object) -> str:
     """`text` with every control character escaped (SEC-7): nothing in a trace can move the
     cursor, recolour or retitle the user's terminal, or break a timeline line."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", str(text))
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+        str(text),
+    )
 
 
 class _SafeOut:
@@ -66,8 +69,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except (RecursionError, MemoryError, LookupError, AttributeError) as exc:
         # SEC-7: a hostile trace that still trips the reader is a bad trace (exit 2), not a traceback.
-        print(f"fsm-agent replay: cannot read {safe_text(args.file)}: {type(exc).__name__}: {safe_text(exc)}",
-              file=sys.stderr)
+        print(
+            f"fsm-agent replay: cannot read {safe_text(args.file)}: {type(exc).__name__}: {safe_text(exc)}",
+            file=sys.stderr,
+        )
         return 2
     if args.json:  # exact: JSON escapes every control character itself
         json.dump(report.as_dict(), sys.stdout, indent=2, default=repr)
@@ -145,7 +150,9 @@ def _format_report(report: Any, out: TextIO) -> None:
         out.write("what if: " + " ".join(f"{k}={v}" for k, v in overrides.items()) + "\n")
     for request in report.requests:
         settings = _settings_text(request.settings)
-        out.write(f"\nrequest {safe_text(request.request_id)} ({request.mode} replay; {safe_text(settings)})\n")
+        out.write(
+            f"\nrequest {safe_text(request.request_id)} ({request.mode} replay; {safe_text(settings)})\n"
+        )
         out.write(_COLUMNS)
         for step in request.steps:
             out.write(_step_line(step))

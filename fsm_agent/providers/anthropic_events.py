@@ -26,8 +26,8 @@ from ..events import (
 from ..redact import redact, truncate
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
-from ..wire.sse import SSEFrame
 from ..wire.shapes import DICT, INT, LIST, STR, Shape
+from ..wire.sse import SSEFrame
 from .base import as_plain, malformed
 
 __all__ = [
@@ -91,7 +91,9 @@ EVENT = Shape(
             {"index": INT, "content_block": Shape("content block", _BLOCK_FIELDS)},
             required=("index", "content_block"),
         ),
-        "content_block_delta": Shape("content_block_delta", {"index": INT, "delta": _DELTA}, required=("delta",)),
+        "content_block_delta": Shape(
+            "content_block_delta", {"index": INT, "delta": _DELTA}, required=("delta",)
+        ),
         "content_block_stop": Shape("content_block_stop", {"index": INT}),
         "message_delta": Shape(
             "message_delta",

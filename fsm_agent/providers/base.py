@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from ..actions import OpenAttempt
-from ..errors import ProviderStreamError
-from ..redact import redact, truncate
 from ..wire.pipeline import Translator
 from ..wire.shapes import malformed
 

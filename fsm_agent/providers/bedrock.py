@@ -32,8 +32,8 @@ from ..events import (
 )
 from ..redact import redact, truncate
 from ..result import Usage
+from ..wire.shapes import INT, STR, Shape
 from ..wire.sse import SSEFrame
-from ..wire.shapes import DICT, INT, STR, Shape
 from .base import Attempt, as_plain, malformed
 
 __all__ = ["BedrockAdapter", "BedrockTranslator", "converse_events", "in_stream_error"]
@@ -89,7 +89,9 @@ EVENT = Shape(
         "contentBlockStart": Shape(
             "contentBlockStart", {"contentBlockIndex": INT, "start": Shape("start", {"toolUse": _TOOL_START})}
         ),
-        "contentBlockDelta": Shape("contentBlockDelta", {"contentBlockIndex": INT, "delta": _DELTA}, required=("delta",)),
+        "contentBlockDelta": Shape(
+            "contentBlockDelta", {"contentBlockIndex": INT, "delta": _DELTA}, required=("delta",)
+        ),
         "contentBlockStop": Shape("contentBlockStop", {"contentBlockIndex": INT}),
         "messageStop": Shape("messageStop", {"stopReason": STR}, required=("stopReason",)),
         "metadata": Shape("metadata", {"usage": _USAGE}),
@@ -99,7 +101,9 @@ _CONTENT = Shape(
     "content block",
     {
         "text": STR,
-        "reasoningContent": Shape("reasoningContent", {"reasoningText": Shape("reasoningText", {"text": STR})}),
+        "reasoningContent": Shape(
+            "reasoningContent", {"reasoningText": Shape("reasoningText", {"text": STR})}
+        ),
         "toolUse": Shape("toolUse", {"toolUseId": (str, int), "name": STR, "input": (str, dict, list)}),
     },
 )
@@ -351,7 +355,9 @@ class BedrockEvents:
     def counted(self, size: int) -> None:
         self.bytes_read += size
         if self._cap is not None and self.bytes_read > self._cap:
-            raise StreamLimitError(f"the event stream passed the cap of {self._cap} bytes per attempt; aborted")
+            raise StreamLimitError(
+                f"the event stream passed the cap of {self._cap} bytes per attempt; aborted"
+            )
 
     def __iter__(self) -> BedrockEvents:
         return self

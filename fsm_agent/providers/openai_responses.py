@@ -31,8 +31,8 @@ from ..events import (
 )
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
-from ..wire.sse import SSEFrame
 from ..wire.shapes import DICT, INT, STR, Shape
+from ..wire.sse import SSEFrame
 from .base import SDKAdapter, as_plain, malformed
 
 __all__ = ["ResponsesAdapter", "ResponsesTranslator", "response_events"]

@@ -192,9 +192,9 @@ def _record(obj: dict[str, Any]) -> TransitionRecord:
     trigger = _get(obj, "trigger", str)
     if trigger not in TRIGGERS:
         raise _LineError(f"unknown trigger {trigger!r}")
-    for field in ("source", "dest"):
-        if _get(obj, field, str) not in _STATES:
-            raise _LineError(f"unknown state {obj[field]!r} in field {field!r}")
+    for name in ("source", "dest"):
+        if _get(obj, name, str) not in _STATES:
+            raise _LineError(f"unknown state {obj[name]!r} in field {name!r}")
     cause = obj.get("cause", {})
     inputs = obj.get("inputs", {})
     if not isinstance(cause, dict) or not isinstance(inputs, dict):

@@ -69,7 +69,12 @@ def event_item(event: object, t: float) -> str:
         return f'[{t!r},"{kind}",{_quote(event.text)}]'  # type: ignore[attr-defined]
     if cls is ResponseMeta:
         meta: ResponseMeta = event  # type: ignore[assignment]
-        if type(meta.id) is str and type(meta.model) is str and meta.provider_data is None and meta.raw is None:
+        if (
+            type(meta.id) is str
+            and type(meta.model) is str
+            and meta.provider_data is None
+            and meta.raw is None
+        ):
             # Chat Completions sends one with every chunk: skip the general encoder.
             return f'[{t!r},"ResponseMeta",{{"id":{_quote(meta.id)},"model":{_quote(meta.model)}}}]'
     fields = encode_event(event)

@@ -32,13 +32,13 @@ __all__ = [
     "INT",
     "LIST",
     "NUMBER",
+    "PAYLOAD_ERRORS",
     "STR",
     "Shape",
+    "as_malformed",
     "guarded",
     "malformed",
     "parse_json",
-    "PAYLOAD_ERRORS",
-    "as_malformed",
 ]
 
 MALFORMED = "provider_stream_malformed_chunk"
@@ -51,8 +51,15 @@ NUMBER: tuple[type, ...] = (int, float)
 BOOL: tuple[type, ...] = (bool,)
 DICT: tuple[type, ...] = (dict,)
 LIST: tuple[type, ...] = (list,)
-_JSON_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
-               dict: "an object", list: "a list", _NONE: "null"}
+_JSON_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    dict: "an object",
+    list: "a list",
+    _NONE: "null",
+}
 
 
 def malformed(payload: str, what: str, value: object) -> ProviderStreamError:
@@ -131,7 +138,9 @@ class Shape:
             self._check(payload)
         except _Wrong as wrong:
             path = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in wrong.path)
-            raise malformed(what, f"{path.lstrip('.') or 'the payload'} must be {wrong.expected}", wrong.value) from None
+            raise malformed(
+                what, f"{path.lstrip('.') or 'the payload'} must be {wrong.expected}", wrong.value
+            ) from None
 
     def _check(self, obj: object) -> None:
         if type(obj) is not dict:
