@@ -86,9 +86,9 @@ def _json_name(value: object) -> str:
 class _Wrong(Exception):
     """Raised inside `Shape.check`; its path grows as it unwinds through the nested shapes."""
 
-    def __init__(self, key: str | int, expected: str, value: object) -> None:
+    def __init__(self, path: tuple[str | int, ...], expected: str, value: object) -> None:
         super().__init__(expected)
-        self.path: list[str | int] = [key]
+        self.path: list[str | int] = list(path)
         self.expected = expected
         self.value = value
 
@@ -100,9 +100,12 @@ class Shape:
     `Shape` (an object), or to `[Shape]` (a list of such objects). `required` names the fields
     that may not be absent or null. `by` and `cases` pick a further shape by the value of a
     discriminating field (an event's `type`): `Shape(by="type", cases={"text_delta": …})`.
+
+    The declaration is compiled once into a straight-line checking function (as `dataclasses`
+    writes `__init__`): on the hot path, one dict lookup and one type test per declared field.
     """
 
-    __slots__ = ("_checks", "by", "cases", "name")
+    __slots__ = ("_check", "by", "cases", "fields", "name", "required")
 
     def __init__(
         self,
@@ -114,22 +117,11 @@ class Shape:
         cases: Mapping[str, Shape] | None = None,
     ) -> None:
         self.name = name
-        checks: list[tuple[str, tuple[type, ...], Shape | None, Shape | None, str]] = []
-        for key, spec in (fields or {}).items():
-            nested = each = None
-            if isinstance(spec, Shape):
-                nested, kinds = spec, DICT
-            elif isinstance(spec, list):
-                each, kinds = spec[0], LIST
-            else:
-                kinds = spec
-            if key not in required:
-                kinds = (*kinds, _NONE)
-            expected = " or ".join(_JSON_NAMES[kind] for kind in kinds)
-            checks.append((key, kinds, nested, each, expected))
-        self._checks = tuple(checks)
+        self.fields = dict(fields or {})
+        self.required = required
         self.by = by
         self.cases = dict(cases or {})
+        self._check: Callable[[object], None] = _compile(self)
 
     def check(self, payload: object, what: str) -> None:
         """Raise the malformed-chunk error naming the first field of the wrong shape in `payload`
@@ -142,35 +134,74 @@ class Shape:
                 what, f"{path.lstrip('.') or 'the payload'} must be {wrong.expected}", wrong.value
             ) from None
 
-    def _check(self, obj: object) -> None:
-        if type(obj) is not dict:
-            wrong = _Wrong(0, f"a JSON object ({self.name})", obj)
-            wrong.path = []
-            raise wrong
-        get = obj.get
-        for key, kinds, nested, each, expected in self._checks:
-            value = get(key)
-            if type(value) not in kinds:
-                raise _Wrong(key, expected, value)
-            if value is None:
-                continue
-            try:
-                if nested is not None:
-                    nested._check(value)
-                elif each is not None:
-                    for index, item in enumerate(value):
-                        try:
-                            each._check(item)
-                        except _Wrong as wrong:
-                            wrong.path.insert(0, index)
-                            raise
-            except _Wrong as wrong:
-                wrong.path.insert(0, key)
-                raise
-        if self.by is not None:
-            case = self.cases.get(get(self.by))  # type: ignore[arg-type]  # a non-str finds no case
-            if case is not None:
-                case._check(obj)
+
+def _compile(shape: Shape) -> Callable[[object], None]:
+    """Write `shape`'s checking function: nested objects and lists inlined, a discriminated case
+    dispatched through a dict. Keys and names come from our own declarations only."""
+    env: dict[str, Any] = {"_Wrong": _Wrong, "dict": dict, "list": list, "str": str}
+    lines = ["def check(o):"]
+    _emit(shape, "o", (), "    ", 0, lines, env)
+    exec("\n".join(lines), env)  # our own declarations only, compiled once at import
+    check: Callable[[object], None] = env["check"]
+    return check
+
+
+def _path(path: tuple[str, ...]) -> str:
+    return "(" + "".join(f"{part}, " for part in path) + ")"
+
+
+def _emit(
+    shape: Shape, var: str, path: tuple[str, ...], ind: str, depth: int, lines: list[str], env: dict[str, Any]
+) -> None:
+    """Lines checking the object in `var` (at `path`: key literals and index variables)."""
+    const = f"K{len(env)}"
+    env[const] = f"a JSON object ({shape.name})"
+    lines.append(f"{ind}if type({var}) is not dict: raise _Wrong({_path(path)}, {const}, {var})")
+    get = f"g{depth}"
+    lines.append(f"{ind}{get} = {var}.get")
+    value = f"v{depth}"
+    for key, spec in shape.fields.items():
+        optional = key not in shape.required
+        nested = each = None
+        if isinstance(spec, Shape):
+            nested, kinds = spec, DICT
+        elif isinstance(spec, list):
+            each, kinds = spec[0], LIST
+        else:
+            kinds = tuple(spec)
+        here = (*path, repr(key))
+        expected = f"E{len(env)}"
+        env[expected] = " or ".join(_JSON_NAMES[kind] for kind in (*kinds, *((_NONE,) if optional else ())))
+        types = f"T{len(env)}"
+        env[types] = kinds[0] if len(kinds) == 1 else kinds
+        wrong_type = f"type({value}) is not {types}" if len(kinds) == 1 else f"type({value}) not in {types}"
+        raise_wrong = f"raise _Wrong({_path(here)}, {expected}, {value})"
+        lines.append(f"{ind}{value} = {get}({key!r})")
+        inner = ind
+        if optional:
+            lines.append(f"{ind}if {value} is not None:")
+            inner = ind + "    "
+        else:
+            lines.append(f"{ind}if {value} is None: {raise_wrong}")
+        lines.append(f"{inner}if {wrong_type}: {raise_wrong}")
+        if nested is not None:
+            _emit(nested, value, here, inner, depth + 1, lines, env)
+        elif each is not None:
+            index, item = f"i{depth}", f"it{depth}"
+            lines.append(f"{inner}for {index}, {item} in enumerate({value}):")
+            _emit(each, item, (*here, index), inner + "    ", depth + 1, lines, env)
+    if shape.by is not None:
+        cases = f"CASES{len(env)}"
+        env[cases] = {name: case._check for name, case in shape.cases.items()}
+        kind, found = f"s{depth}", f"c{depth}"
+        lines += [
+            f"{ind}{kind} = {get}({shape.by!r})",
+            f"{ind}if type({kind}) is str:",
+            f"{ind}    {found} = {cases}.get({kind})",
+            f"{ind}    if {found} is not None:",
+            f"{ind}        try: {found}({var})",
+            f"{ind}        except _Wrong as w: w.path[0:0] = {_path(path)}; raise",
+        ]
 
 
 # -- JSON text --------------------------------------------------------------------------------------
