@@ -32,7 +32,7 @@ from ..events import (
 )
 from ..redact import redact, truncate
 from ..result import Usage
-from ..wire.shapes import INT, STR, Shape
+from ..wire.shapes import INT, PAYLOAD_ERRORS, STR, Shape, as_malformed
 from ..wire.sse import SSEFrame
 from .base import Attempt, as_plain, malformed
 
@@ -380,6 +380,10 @@ class BedrockEvents:
                     code="provider_stream_malformed_chunk",
                     raw_text=truncate(redact(str(exc)), 200),
                 ) from exc
+            if isinstance(exc, PAYLOAD_ERRORS) and not type(exc).__module__.startswith(("botocore", "urllib3")):
+                # botocore's parser tripped on a payload of the wrong shape (a list for an event
+                # object, say): a malformed chunk, not a TypeError out of stream() (SEC-4).
+                raise as_malformed(exc, "(an event botocore could not parse)", _WHAT) from exc
             raise
 
     def close(self) -> None:

@@ -61,8 +61,18 @@ _USAGE = Shape(
         "input_tokens_details": Shape("details", {"cached_tokens": INT}),
     },
 )
+_PARTS = [Shape("content part", {"type": STR, "text": STR, "refusal": STR})]
 _ITEM = Shape(
-    "output item", {"type": STR, "id": STR, "call_id": (str, int), "name": STR, "arguments": STR}
+    "output item",
+    {
+        "type": STR,
+        "id": STR,
+        "call_id": (str, int),
+        "name": STR,
+        "arguments": STR,
+        "content": _PARTS,
+        "summary": _PARTS,
+    },
 )
 RESPONSE = Shape(
     "response",
