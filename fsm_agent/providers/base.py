@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from ..actions import OpenAttempt
 from ..wire.pipeline import Translator
-from ..wire.shapes import malformed
+from ..wire.shapes import guarded, malformed
 
 __all__ = [
     "AsyncAttempt",
@@ -288,7 +288,7 @@ class SDKAdapter:
             return object_attempt(endpoint.create(**kwargs), self.is_finished)
         timeout = timeout_for(client, read_timeout, kwargs.pop("timeout", None))
         manager = raw_api.create(**kwargs, timeout=timeout)
-        return open_streaming(manager, self.as_finished)
+        return open_streaming(manager, self.from_json)
 
     # -- async clients (AsyncOpenAI, AsyncAnthropic and alike): the same request, awaited -----------
     async def aopen(
@@ -300,7 +300,16 @@ class SDKAdapter:
             return await aobject_attempt(endpoint.create(**kwargs), self.is_finished)
         timeout = timeout_for(client, read_timeout, kwargs.pop("timeout", None))
         manager = raw_api.create(**kwargs, timeout=timeout)
-        return await aopen_streaming(manager, self.as_finished)
+        return await aopen_streaming(manager, self.from_json)
+
+    def from_json(self, body: Any) -> Any:
+        """A JSON body answered to a streaming request (WIRE-5), its shape checked (SEC-4) before
+        the SDK's object is built from it."""
+        guarded(self.finished_events, body, "JSON body")
+        return self.as_finished(body)
+
+    def finished_events(self, response: Any) -> list[Any]:
+        raise NotImplementedError
 
     async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
         response = self.request_plain(client, params)
