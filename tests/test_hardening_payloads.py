@@ -89,7 +89,9 @@ def _client(kit: ApiKit, emulator: Emulator, clean: list[Any]) -> Any:
     return client
 
 
-def _raises_malformed(kit: ApiKit, client: Any, naming: str | None = None, **options: Any) -> ProviderStreamError:
+def _raises_malformed(
+    kit: ApiKit, client: Any, naming: str | None = None, **options: Any
+) -> ProviderStreamError:
     with pytest.raises(ProviderStreamError) as caught:
         fsm_agent.Session(retries=0).stream(client, kit.params, **kit.api, **options)
     assert caught.value.code == MALFORMED, caught.value
@@ -110,7 +112,9 @@ WRONG = {
 
 
 @pytest.mark.parametrize("case", sorted(WRONG))
-def test_wrong_shape_in_a_stream_names_the_field(emulator: Emulator, clean: list[Any], kit: ApiKit, case: str) -> None:
+def test_wrong_shape_in_a_stream_names_the_field(
+    emulator: Emulator, clean: list[Any], kit: ApiKit, case: str
+) -> None:
     where, value = WRONG[case]
     index, path = (TEXT_AT if where == "text" else TOKENS_AT)[kit.name]
     events = kit.mutable()
@@ -153,7 +157,9 @@ def test_a_list_instead_of_an_event(emulator: Emulator, clean: list[Any], kit: A
 
 
 @pytest.mark.parametrize("case", ["object-for-text", "true-for-text", "string-for-number", "deep", "nan"])
-def test_wrong_shape_in_a_json_body(emulator: Emulator, clean: list[Any], body_kit: ApiKit, case: str) -> None:
+def test_wrong_shape_in_a_json_body(
+    emulator: Emulator, clean: list[Any], body_kit: ApiKit, case: str
+) -> None:
     """WIRE-5: a 200 answered with JSON to a streaming request is checked like a stream."""
     body = json.loads(json.dumps(body_kit.json_body))
     if case in ("deep", "nan"):
@@ -179,8 +185,9 @@ def test_byte_cap_holds_on_a_json_body(emulator: Emulator, clean: list[Any], bod
     _set(body, BODY_TEXT_AT[body_kit.name], "x" * (1024 * 1024))
     emulator.script(body_kit.scenario([json.dumps(body).encode()], "application/json"))
     with pytest.raises(StreamLimitError):
-        fsm_agent.Session(retries=0, max_bytes=CAP).stream(_client(body_kit, emulator, clean), body_kit.params,
-                                                            **body_kit.api)
+        fsm_agent.Session(retries=0, max_bytes=CAP).stream(
+            _client(body_kit, emulator, clean), body_kit.params, **body_kit.api
+        )
     assert len(emulator.requests) == 1
 
 
@@ -197,8 +204,9 @@ def test_byte_cap_holds_on_every_stream(emulator: Emulator, clean: list[Any], ki
     emulator.script(kit.scenario([body[i : i + 16384] for i in range(0, len(body), 16384)]))
     got = Collect()
     with pytest.raises(StreamLimitError):
-        fsm_agent.Session(retries=0, max_bytes=CAP).stream(_client(kit, emulator, clean), kit.params, **kit.api,
-                                                            **got.callbacks())
+        fsm_agent.Session(retries=0, max_bytes=CAP).stream(
+            _client(kit, emulator, clean), kit.params, **kit.api, **got.callbacks()
+        )
     assert len(got.text) <= CAP
 
 
@@ -216,8 +224,12 @@ def _memory_client(body: bytes) -> openai.OpenAI:
     def handler(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_OneRead(body))
 
-    return openai.OpenAI(base_url="http://memory.invalid/v1", api_key="sk-memory-test", max_retries=0,
-                         http_client=httpx2.Client(transport=httpx2.MockTransport(handler)))
+    return openai.OpenAI(
+        base_url="http://memory.invalid/v1",
+        api_key="sk-memory-test",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
+    )
 
 
 def test_a_large_single_read_is_decoded_in_slices() -> None:
@@ -267,12 +279,18 @@ def _odd_chunks() -> list[Any]:
 
 
 def test_recording_never_changes_the_outcome() -> None:
-    plain = fsm_agent.Session(retries=0).stream(_ObjectsClient(_odd_chunks()), KITS["chat_completions"].params)
+    plain = fsm_agent.Session(retries=0).stream(
+        _ObjectsClient(_odd_chunks()), KITS["chat_completions"].params
+    )
     sink = MemorySink(record_wire=True)
     recorded = fsm_agent.Session(retries=0, trace=sink, record_wire=True).stream(
         _ObjectsClient(_odd_chunks()), KITS["chat_completions"].params
     )
-    assert (recorded.content, recorded.finish_reason, recorded.stub) == (plain.content, plain.finish_reason, False)
+    assert (recorded.content, recorded.finish_reason, recorded.stub) == (
+        plain.content,
+        plain.finish_reason,
+        False,
+    )
     assert [(c.name, c.arguments) for c in recorded.tool_calls] == [("f", '{"a":1}')]
     text = sink.text()
     assert '"nan"' in text and "inf" in text  # escaped, as text
@@ -311,12 +329,22 @@ def _two_choices() -> list[bytes]:
     frames = []
     for choice, words in ((0, ["Alpha ", "beta."]), (1, ["Gamma ", "delta."])):
         for word in words:
-            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                     "choices": [{"index": choice, "delta": {"content": word}, "finish_reason": None}]}
+            chunk = {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "m",
+                "choices": [{"index": choice, "delta": {"content": word}, "finish_reason": None}],
+            }
             frames.append(kit.render(chunk))
     for choice, reason in ((1, "length"), (0, "stop")):
-        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                 "choices": [{"index": choice, "delta": {}, "finish_reason": reason}]}
+        chunk = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": choice, "delta": {}, "finish_reason": reason}],
+        }
         frames.append(kit.render(chunk))
     return [*frames, kit.end]
 
@@ -325,21 +353,28 @@ def test_n2_keeps_the_other_choice_apart(emulator: Emulator, clean: list[Any]) -
     kit = KITS["chat_completions"]
     emulator.script(kit.scenario([b"".join(_two_choices())]))
     got = Collect()
-    result = fsm_agent.Session().stream(_client(kit, emulator, clean), {**kit.params, "n": 2}, **got.callbacks())
+    result = fsm_agent.Session().stream(
+        _client(kit, emulator, clean), {**kit.params, "n": 2}, **got.callbacks()
+    )
     assert (result.content, result.finish_reason) == ("Alpha beta.", "stop")
     assert got.text == "Alpha beta."  # callbacks get choice 0 only
-    assert [(c.index, c.content, c.finish_reason) for c in result.extra_choices] == [(1, "Gamma delta.", "length")]
+    assert [(c.index, c.content, c.finish_reason) for c in result.extra_choices] == [
+        (1, "Gamma delta.", "length")
+    ]
     assert emulator.requests[0].body["n"] == 2
 
 
 def test_n2_in_a_finished_answer(emulator: Emulator, clean: list[Any]) -> None:
     kit = KITS["chat_completions"]
     body = json.loads(json.dumps(kit.json_body))
-    body["choices"].append({"index": 1, "message": {"role": "assistant", "content": "Other."},
-                            "finish_reason": "stop"})
+    body["choices"].append(
+        {"index": 1, "message": {"role": "assistant", "content": "Other."}, "finish_reason": "stop"}
+    )
     emulator.script(kit.scenario([json.dumps(body).encode()], "application/json"))
     got = Collect()
-    result = fsm_agent.Session().stream(_client(kit, emulator, clean), {**kit.params, "n": 2}, **got.callbacks())
+    result = fsm_agent.Session().stream(
+        _client(kit, emulator, clean), {**kit.params, "n": 2}, **got.callbacks()
+    )
     assert result.content == "Hello there." and got.text == "Hello there."
     assert [(c.index, c.content) for c in result.extra_choices] == [(1, "Other.")]
 
@@ -367,8 +402,11 @@ def _keyed_client(kit: ApiKit, emulator: Emulator, clean: list[Any]) -> Any:
         client = anthropic.Anthropic(base_url=emulator.anthropic_base_url, api_key=ODD_KEY, max_retries=0)
     else:
         client = boto3.client(
-            "bedrock-runtime", endpoint_url=emulator.bedrock_endpoint_url, region_name="us-east-1",
-            aws_access_key_id="AKIAEXAMPLEEXAMPLE00", aws_secret_access_key=ODD_KEY,
+            "bedrock-runtime",
+            endpoint_url=emulator.bedrock_endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="AKIAEXAMPLEEXAMPLE00",
+            aws_secret_access_key=ODD_KEY,
             config=botocore.config.Config(retries={"max_attempts": 1}),
         )
     clean.append((kit, client))
@@ -386,7 +424,9 @@ def _echoing_error(kit: ApiKit) -> bytes:
     return exception_message("validationException", json.dumps({"message": message}).encode())
 
 
-def test_an_echoed_key_never_reaches_a_trace_or_an_error(emulator: Emulator, clean: list[Any], kit: ApiKit) -> None:
+def test_an_echoed_key_never_reaches_a_trace_or_an_error(
+    emulator: Emulator, clean: list[Any], kit: ApiKit
+) -> None:
     first = [] if kit.name == "chat_completions" else [kit.render(kit.events[0])]  # nothing visible yet
     emulator.script(kit.scenario([*first, _echoing_error(kit)]))
     sink = MemorySink(record_wire=True)
@@ -400,7 +440,9 @@ def test_an_echoed_key_never_reaches_a_trace_or_an_error(emulator: Emulator, cle
     assert ODD_KEY not in sink.text() and "invalid credential" in sink.text()
 
 
-def test_a_key_echoed_in_an_http_error_body_stays_out_of_the_trace(emulator: Emulator, clean: list[Any]) -> None:
+def test_a_key_echoed_in_an_http_error_body_stays_out_of_the_trace(
+    emulator: Emulator, clean: list[Any]
+) -> None:
     kit = KITS["chat_completions"]
     emulator.script(Scenario.build("x", faults=[HttpError(401, message=f"bad key {ODD_KEY}")]))
     sink = MemorySink(record_wire=True)

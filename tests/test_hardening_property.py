@@ -6,6 +6,7 @@ real SDK client over loopback — the only exceptions that leave `stream()` / `a
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -67,7 +68,7 @@ def hostile(draw: st.DrawFn, kit: ApiKit) -> tuple[bytes, list[int]]:
 
 def _pieces(body: bytes, cuts: list[int]) -> list[bytes]:
     edges = [0, *cuts, len(body)]
-    return [body[a:b] for a, b in zip(edges, edges[1:], strict=False) if b > a]
+    return [body[a:b] for a, b in itertools.pairwise(edges) if b > a]
 
 
 @pytest.fixture(params=sorted(KITS))

@@ -380,7 +380,8 @@ class BedrockEvents:
                     code="provider_stream_malformed_chunk",
                     raw_text=truncate(redact(str(exc)), 200),
                 ) from exc
-            if isinstance(exc, PAYLOAD_ERRORS) and not type(exc).__module__.startswith(("botocore", "urllib3")):
+            foreign = type(exc).__module__.startswith(("botocore", "urllib3"))
+            if isinstance(exc, PAYLOAD_ERRORS) and not foreign:
                 # botocore's parser tripped on a payload of the wrong shape (a list for an event
                 # object, say): a malformed chunk, not a TypeError out of stream() (SEC-4).
                 raise as_malformed(exc, "(an event botocore could not parse)", _WHAT) from exc
