@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import weakref
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -341,23 +342,29 @@ class BedrockEvents:
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self._events: Iterator[Any] = iter(stream)
-        self.bytes_read = 0
-        self._cap: int | None = None
+        self._budget: _Budget | None = None
 
     def limit(self, max_bytes: int) -> None:
         """Count the bytes botocore reads under this stream against `max_bytes` (SEC-5). Set before
-        the first event is read: botocore's reader takes the raw body on its first read."""
+        the first event is read: botocore's reader asks the raw body for its reads then."""
         raw = getattr(self._stream, "_raw_stream", None)
-        if raw is not None and hasattr(raw, "stream") and not isinstance(raw, _CountedBody):
-            self._cap = max_bytes
-            self._stream._raw_stream = _CountedBody(raw, self)
+        unbound = getattr(type(raw), "stream", None)
+        if raw is None or not callable(unbound) or self._budget is not None:
+            return
+        budget = self._budget = _Budget(max_bytes)
+        # No reference from the response back to itself (a cycle would keep its socket open until
+        # the garbage collector runs): the reader holds the response weakly.
+        response = weakref.ref(raw)
 
-    def counted(self, size: int) -> None:
-        self.bytes_read += size
-        if self._cap is not None and self.bytes_read > self._cap:
-            raise StreamLimitError(
-                f"the event stream passed the cap of {self._cap} bytes per attempt; aborted"
-            )
+        def stream(*args: Any, **kwargs: Any) -> Iterator[bytes]:
+            target = response()
+            if target is None:
+                return
+            for chunk in unbound(target, *args, **kwargs):
+                budget.count(len(chunk))
+                yield chunk
+
+        raw.stream = stream  # this response's reads only; the class is untouched
 
     def __iter__(self) -> BedrockEvents:
         return self
@@ -400,20 +407,21 @@ class BedrockEvents:
                 release()
 
 
-class _CountedBody:
-    """botocore's raw response body, each read counted by its `BedrockEvents` (SEC-5)."""
+class _Budget:
+    """Bytes read under one Bedrock stream, against the cap (SEC-5)."""
 
-    def __init__(self, raw: Any, events: BedrockEvents) -> None:
-        self._raw = raw
-        self._events = events
+    __slots__ = ("cap", "read")
 
-    def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
-        for chunk in self._raw.stream(*args, **kwargs):
-            self._events.counted(len(chunk))
-            yield chunk
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.read = 0
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
+    def count(self, size: int) -> None:
+        self.read += size
+        if self.read > self.cap:
+            raise StreamLimitError(
+                f"the event stream passed the cap of {self.cap} bytes per attempt; aborted"
+            )
 
 
 class BedrockAdapter:
