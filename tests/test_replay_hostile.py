@@ -97,8 +97,14 @@ def test_json_keeps_strings_exact(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert report["requests"][0]["request_id"] == "req" + ESCAPES
 
 
-def test_a_corrupt_trace_exits_2_without_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    for body in ("[" * 100_000 + "]" * 100_000, '{"schema": 1, "type": "transition", "guards": []}', "\x1b[2J"):
+def test_a_corrupt_trace_exits_2_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for body in (
+        "[" * 100_000 + "]" * 100_000,
+        '{"schema": 1, "type": "transition", "guards": []}',
+        "\x1b[2J",
+    ):
         path = tmp_path / "bad.jsonl"
         path.write_text(body + "\n")
         code, out, err = _cli(capsys, str(path))
