@@ -80,7 +80,10 @@ EVENT = Shape(
     "event",
     {"type": STR},
     by="type",
-    cases={
+    cases={  # the hot case first: one per token
+        "content_block_delta": Shape(
+            "content_block_delta", {"index": INT, "delta": _DELTA}, required=("delta",)
+        ),
         "message_start": Shape(
             "message_start",
             {"message": Shape("message", {"id": STR, "model": STR, "usage": _USAGE, "content": LIST})},
@@ -90,9 +93,6 @@ EVENT = Shape(
             "content_block_start",
             {"index": INT, "content_block": Shape("content block", _BLOCK_FIELDS)},
             required=("index", "content_block"),
-        ),
-        "content_block_delta": Shape(
-            "content_block_delta", {"index": INT, "delta": _DELTA}, required=("delta",)
         ),
         "content_block_stop": Shape("content_block_stop", {"index": INT}),
         "message_delta": Shape(

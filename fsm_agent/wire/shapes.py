@@ -105,7 +105,7 @@ class Shape:
     writes `__init__`): on the hot path, one dict lookup and one type test per declared field.
     """
 
-    __slots__ = ("_check", "by", "cases", "fields", "name", "required")
+    __slots__ = ("_check", "by", "cases", "check", "fields", "name", "required")
 
     def __init__(
         self,
@@ -121,29 +121,32 @@ class Shape:
         self.required = required
         self.by = by
         self.cases = dict(cases or {})
-        self._check: Callable[[object], None] = _compile(self)
-
-    def check(self, payload: object, what: str) -> None:
-        """Raise the malformed-chunk error naming the first field of the wrong shape in `payload`
-        (`what` names the payload in the message: "Chat Completions chunk", …)."""
-        try:
-            self._check(payload)
-        except _Wrong as wrong:
-            path = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in wrong.path)
-            raise malformed(
-                what, f"{path.lstrip('.') or 'the payload'} must be {wrong.expected}", wrong.value
-            ) from None
+        self._check: Callable[[object], None] = _compile(self, wrapped=False)
+        # check(payload, what): raise the malformed-chunk error naming the first field of the
+        # wrong shape in `payload`; `what` names the payload ("Chat Completions chunk", …).
+        self.check: Callable[[object, str], None] = _compile(self, wrapped=True)
 
 
-def _compile(shape: Shape) -> Callable[[object], None]:
-    """Write `shape`'s checking function: nested objects and lists inlined, a discriminated case
-    dispatched through a dict. Keys and names come from our own declarations only."""
-    env: dict[str, Any] = {"_Wrong": _Wrong, "dict": dict, "list": list, "str": str}
-    lines = ["def check(o):"]
-    _emit(shape, "o", (), "    ", 0, lines, env)
+def _report(wrong: _Wrong, what: str) -> ProviderStreamError:
+    path = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in wrong.path)
+    return malformed(what, f"{path.lstrip('.') or 'the payload'} must be {wrong.expected}", wrong.value)
+
+
+def _compile(shape: Shape, *, wrapped: bool) -> Any:
+    """Write `shape`'s checking function: nested objects, lists and up to 16 discriminated cases
+    inlined (the first declared case tested first: declare the hot one first). `wrapped` adds the
+    translation of a failure into the malformed-chunk error. Keys and names come from our own
+    declarations only."""
+    env: dict[str, Any] = {"_Wrong": _Wrong, "_report": _report, "dict": dict, "list": list, "str": str}
+    if wrapped:
+        lines = ["def check(o, what):", "    try:"]
+        _emit(shape, "o", (), "        ", 0, lines, env)
+        lines += ["    except _Wrong as w:", "        raise _report(w, what) from None"]
+    else:
+        lines = ["def check(o):"]
+        _emit(shape, "o", (), "    ", 0, lines, env)
     exec("\n".join(lines), env)  # our own declarations only, compiled once at import
-    check: Callable[[object], None] = env["check"]
-    return check
+    return env["check"]
 
 
 def _path(path: tuple[str, ...]) -> str:
@@ -191,17 +194,22 @@ def _emit(
             lines.append(f"{inner}for {index}, {item} in enumerate({value}):")
             _emit(each, item, (*here, index), inner + "    ", depth + 1, lines, env)
     if shape.by is not None:
-        cases = f"CASES{len(env)}"
-        env[cases] = {name: case._check for name, case in shape.cases.items()}
-        kind, found = f"s{depth}", f"c{depth}"
-        lines += [
-            f"{ind}{kind} = {get}({shape.by!r})",
-            f"{ind}if type({kind}) is str:",
-            f"{ind}    {found} = {cases}.get({kind})",
-            f"{ind}    if {found} is not None:",
-            f"{ind}        try: {found}({var})",
-            f"{ind}        except _Wrong as w: w.path[0:0] = {_path(path)}; raise",
-        ]
+        kind = f"s{depth}"
+        lines.append(f"{ind}{kind} = {get}({shape.by!r})")
+        if len(shape.cases) <= 16:
+            for number, (name, case) in enumerate(shape.cases.items()):
+                lines.append(f"{ind}{'elif' if number else 'if'} {kind} == {name!r}:")
+                _emit(case, var, path, ind + "    ", depth + 1, lines, env)
+        else:
+            cases, found = f"CASES{len(env)}", f"c{depth}"
+            env[cases] = {name: case._check for name, case in shape.cases.items()}
+            lines += [
+                f"{ind}if type({kind}) is str:",
+                f"{ind}    {found} = {cases}.get({kind})",
+                f"{ind}    if {found} is not None:",
+                f"{ind}        try: {found}({var})",
+                f"{ind}        except _Wrong as w: w.path[0:0] = {_path(path)}; raise",
+            ]
 
 
 # -- JSON text --------------------------------------------------------------------------------------
