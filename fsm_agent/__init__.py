@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
         TraceFormatError,
     )
     from .health import MemoryHealth
-    from .result import StreamResult, ToolCall, Usage
+    from .result import Choice, StreamResult, ToolCall, Usage
     from .session import Session
     from .trace.replay import replay
     from .trace.report import ReplayReport
@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
 # one under TYPE_CHECKING above, and one in __all__.
 _WHERE: dict[str, str] = {
     "Backoff": ".backoff",
+    "Choice": ".result",
     "EmptyStreamError": ".errors",
     "FsmAgentError": ".errors",
     "IncompleteStreamError": ".errors",
@@ -75,6 +76,7 @@ _WHERE: dict[str, str] = {
 
 __all__ = [
     "Backoff",
+    "Choice",
     "EmptyStreamError",
     "FsmAgentError",
     "IncompleteStreamError",

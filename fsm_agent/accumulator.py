@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .partial_json import PartialJson, PartialJsonError
-from .result import StreamResult, ToolCall, Usage
+from .result import Choice, StreamResult, ToolCall, Usage
 
 __all__ = ["ARGS_PACE", "ARGS_PACED_FROM", "Accumulator", "Pieces", "ToolSlot"]
 
@@ -98,6 +98,7 @@ class Accumulator:
     __slots__ = (
         "_args_due",
         "_by_index",
+        "extra",
         "finish_reason",
         "model",
         "provider_data",
@@ -125,6 +126,16 @@ class Accumulator:
         self.response_id: str | None = None
         self.provider_data: dict[str, Any] = {}
         self.raw: Any = None
+        self.extra: dict[int, Accumulator] | None = None  # n>1: the other choices, by index
+
+    def choice(self, index: int) -> Accumulator:
+        """The accumulator of choice `index` > 0 (n>1)."""
+        if self.extra is None:
+            self.extra = {}
+        found = self.extra.get(index)
+        if found is None:
+            found = self.extra[index] = Accumulator()
+        return found
 
     # -- tool calls (ACC-3) -------------------------------------------------------------------
     def tool_delta(
@@ -232,7 +243,7 @@ class Accumulator:
             else:
                 content = refusal
                 finish_reason = "content_filter"
-        return StreamResult(
+        result = StreamResult(
             content=content,
             reasoning=_join(self.reasoning_parts) if self.reasoning_parts else None,
             refusal=refusal,
@@ -243,4 +254,18 @@ class Accumulator:
             id=self.response_id,
             provider_data=provider_data,
             raw=self.raw,
+        )
+        if self.extra:
+            result.extra_choices = [self.extra[index].as_choice(index) for index in sorted(self.extra)]
+        return result
+
+    def as_choice(self, index: int) -> Choice:
+        built = self.build()
+        return Choice(
+            index=index,
+            content=built.content,
+            reasoning=built.reasoning,
+            refusal=built.refusal,
+            tool_calls=built.tool_calls,
+            finish_reason=built.finish_reason,
         )

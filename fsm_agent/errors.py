@@ -14,8 +14,10 @@
     ├── ReplayMismatch               a replayed trace diverged from its recording
     └── TraceFormatError             a trace line could not be read
 
-Interrupts raise the built-in InterruptedError. A transport error that exhausts its retries is
-re-raised as the original exception object. This module never imports a provider SDK: foreign
+Interrupts raise the built-in InterruptedError. A transport error of the HTTP library under an
+SDK that exhausts its retries is raised as that SDK's own connection error (`sdk_native`), with
+the transport error as `__cause__`, so a caller's `except openai.APIConnectionError` keeps working.
+This module never imports a provider SDK: foreign
 exceptions are recognised by their class names along the MRO, so httpx and httpx2 (and the
 SDKs built on either) classify alike.
 """
@@ -27,6 +29,7 @@ import re
 from typing import Any
 
 from .backoff import should_retry_header
+from .redact import redact, redact_value
 
 __all__ = [
     "EmptyStreamError",
@@ -45,6 +48,7 @@ __all__ = [
     "classify",
     "is_parser_error",
     "is_transient_status",
+    "sdk_native",
 ]
 
 
@@ -64,10 +68,11 @@ class ProviderStreamError(FsmAgentError):
         body: Any = None,
         transient: bool = False,
     ) -> None:
-        super().__init__(message)
+        # SEC-9: a provider may echo a key back in its error; our error texts never carry it.
+        super().__init__(redact(message))
         self.code = code
-        self.raw_text = raw_text
-        self.body = body
+        self.raw_text = redact(raw_text) if raw_text is not None else None
+        self.body = redact_value(body)
         self.transient = transient
 
 
@@ -287,6 +292,55 @@ def error_text(exc: BaseException) -> str:
     if body is not None:
         parts.append(str(body))
     return " ".join(parts)
+
+
+_HTTP_LIBRARIES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2"})
+
+
+def sdk_native(exc: BaseException, sdk: Any, base_url: str | None) -> BaseException:
+    """The error the bare SDK (module `sdk`, e.g. `openai`) raises for transport error `exc`: its
+    `APITimeoutError` for a timeout, its `APIConnectionError` for any other transport failure,
+    with `exc` as `__cause__` (section 1). Anything else — our own errors, HTTP status errors,
+    errors of an SDK without those classes — is returned unchanged."""
+    keys = _class_keys(exc)
+    if sdk is None or not any(mod in _HTTP_LIBRARIES for mod, _ in keys):
+        return exc
+    if not any(mod in _HTTP_LIBRARIES and name in _TRANSIENT_CLASS_NAMES for mod, name in keys):
+        return exc
+    timeout = any(name.endswith("Timeout") or name == "TimeoutException" for _, name in keys)
+    connection_error = getattr(sdk, "APIConnectionError", None)
+    timeout_error = getattr(sdk, "APITimeoutError", None)
+    request = _request_of(exc, base_url)
+    try:
+        if timeout and timeout_error is not None:
+            native: BaseException = timeout_error(request=request)
+        elif connection_error is not None:
+            native = connection_error(message=f"Connection error: {exc}", request=request)
+        else:
+            return exc
+    except Exception:  # an SDK whose constructors differ: the original stays the truth
+        return exc
+    native.__cause__ = exc
+    return native
+
+
+def _request_of(exc: BaseException, base_url: str | None) -> Any:
+    """The request a transport error belongs to; one made up for `base_url` when it has none
+    (httpx raises on `.request` when no request was attached)."""
+    try:
+        request = exc.request  # type: ignore[attr-defined]
+    except Exception:
+        request = None
+    if request is not None:
+        return request
+    import sys
+
+    library = sys.modules.get(type(exc).__module__.split(".", 1)[0].replace("core", "x"))
+    make = getattr(library, "Request", None)
+    try:
+        return make("POST", base_url or "http://localhost/") if make is not None else None
+    except Exception:
+        return None
 
 
 def classify(exc: BaseException) -> ErrorKind:

@@ -16,6 +16,7 @@ from .result import Usage
 __all__ = [
     "AttemptClosed",
     "AttemptFailed",
+    "ChoiceDelta",
     "FallbackDelivered",
     "FallbackFinished",
     "FinishReason",
@@ -118,6 +119,15 @@ class FinishedResponse:
     response: Any
 
 
+@dataclass(frozen=True, slots=True)
+class ChoiceDelta:
+    """A piece of a choice other than the first (`n>1`): `event` (a text, reasoning, refusal,
+    tool-call or finish event) belongs to choice `choice`, kept apart and never delivered."""
+
+    choice: int
+    event: Any
+
+
 WireEvent = (
     TextDelta
     | ReasoningDelta
@@ -130,6 +140,7 @@ WireEvent = (
     | Keepalive
     | StreamEnd
     | FinishedResponse
+    | ChoiceDelta
 )
 
 

@@ -25,7 +25,7 @@ from transitions import Machine
 
 from .guards import GUARDS
 
-__all__ = ["LIVE", "NON_TERMINAL", "TABLE", "TERMINAL", "State", "build_machine"]
+__all__ = ["LIVE", "NON_TERMINAL", "TABLE", "TERMINAL", "TRIGGERS", "State", "build_machine"]
 
 
 class State(enum.Enum):
@@ -150,6 +150,9 @@ TABLE: list[Row] = [
     # RES-11: an interrupt ends the request from any state after the start, never retried.
     _row("interrupt", tuple(state for state in NON_TERMINAL if state is not S.IDLE), S.FAILED),
 ]
+
+# Every trigger of the table: the only names a replayed trace may fire (SEC-7).
+TRIGGERS = frozenset(row["trigger"] for row in TABLE)
 
 
 def guard_method(name: str) -> Callable[[Any], bool]:

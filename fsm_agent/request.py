@@ -33,6 +33,7 @@ from .errors import (
 from .events import (
     AttemptClosed,
     AttemptFailed,
+    ChoiceDelta,
     FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
@@ -52,7 +53,7 @@ from .events import (
     WaitOver,
 )
 from .guards import GUARDS, RequestContext
-from .machine import State, build_machine, guard_method
+from .machine import TRIGGERS, State, build_machine, guard_method
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
@@ -169,7 +170,11 @@ class RequestMachine:
 
         Only for replaying a trace that has no wire recording: the replayer sets the context from
         each record's `inputs`, then fires the recorded trigger (TR-3). Drivers use `feed()`.
+        Only a trigger of the table is fired: a name from a trace is never looked up on the
+        machine otherwise (SEC-7).
         """
+        if trigger not in TRIGGERS:
+            raise MachineError(f"{trigger!r} is not a trigger of the table")
         return self._fire(trigger, event, t)
 
     def _apply(self, event: object, t: float) -> tuple[Output, ...]:
@@ -249,6 +254,23 @@ class RequestMachine:
         return ()
 
     def _keepalive(self, event: Keepalive, t: float) -> tuple[Output, ...]:
+        return ()
+
+    def _other_choice(self, event: ChoiceDelta, t: float) -> tuple[Output, ...]:
+        """n>1: a choice other than the first is accumulated apart; no callback, no transition."""
+        acc = self.acc.choice(event.choice)
+        inner = event.event
+        kind = type(inner)
+        if kind is TextDelta:
+            acc.text_parts.append(inner.text)
+        elif kind is ReasoningDelta:
+            acc.reasoning_parts.append(inner.text)
+        elif kind is RefusalDelta:
+            acc.refusal_parts.append(inner.text)
+        elif kind is ToolCallDelta:
+            acc.tool_delta(inner.index, inner.id, inner.name, inner.arguments, inner.extra)
+        elif kind is FinishReason:
+            acc.finish_reason = inner.reason
         return ()
 
     def _end(self, event: StreamEnd, t: float) -> tuple[Output, ...]:
@@ -332,6 +354,7 @@ class RequestMachine:
         UsageReport: _usage,
         ResponseMeta: _meta,
         Keepalive: _keepalive,
+        ChoiceDelta: _other_choice,
         StreamEnd: _end,
         FinishedResponse: _finished_response,
         Start: _start,

@@ -11,7 +11,7 @@ from typing import Any
 
 from .reprs import brief_text, fields_repr
 
-__all__ = ["StreamResult", "ToolCall", "Usage"]
+__all__ = ["Choice", "StreamResult", "ToolCall", "Usage"]
 
 
 @dataclass(slots=True, repr=False)
@@ -57,6 +57,29 @@ class Usage:
 
 
 @dataclass(slots=True, repr=False)
+class Choice:
+    """A choice other than the first of a request that asked for several (`n>1`)."""
+
+    index: int
+    content: str | None = None
+    reasoning: str | None = None
+    refusal: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+
+    def __repr__(self) -> str:
+        return fields_repr(
+            "Choice",
+            [
+                ("index", str(self.index)),
+                ("content", brief_text(self.content)),
+                ("tool_calls", f"<{len(self.tool_calls)}>" if self.tool_calls else None),
+                ("finish_reason", repr(self.finish_reason)),
+            ],
+        )
+
+
+@dataclass(slots=True, repr=False)
 class StreamResult:
     """The answer of one request, one type for every provider (see docs/behaviour.md, section 1).
 
@@ -96,6 +119,7 @@ class StreamResult:
     provider_data: dict[str, Any] = field(default_factory=dict)
     raw: Any = None
     records: list[Any] = field(default_factory=list)
+    extra_choices: list[Choice] = field(default_factory=list)
 
     def __repr__(self) -> str:
         usage = self.usage

@@ -10,6 +10,7 @@ the endpoint of the session's latest request. The session never reads the wire i
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import random
 import threading
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .backoff import Backoff
+from .drivers.aio_watchdog import LoopWatchdog
 from .drivers.common import Callbacks, ClientSource, check_client, is_async_client
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
@@ -28,17 +30,21 @@ from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
 from .logs import log_record
 from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
+from .redact import remember_client_secrets
 from .request import RequestMachine
 from .result import StreamResult
 from .timeouts import resolve_retries, resolve_stale_giveup, resolve_stale_timeout
 from .trace.records import TransitionRecord
-from .trace.sinks import EventRecorder, resolve_sink, write_request_header
+from .trace.sinks import EventRecorder, SinkTap, resolve_sink, write_request_header
 from .wire.pipeline import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
     from .telemetry import RequestTelemetry, Telemetry
 
 __all__ = ["RequestPlan", "Session"]
+
+log = logging.getLogger("fsm_agent")
+_UNPLANNED = 180.0  # a watchdog's stale timeout until the request is planned (it is not armed before)
 
 
 class Interruptible(Protocol):
@@ -58,6 +64,7 @@ class RequestPlan:
     api: str
     model: str | None
     telemetry: RequestTelemetry | None = None  # OT-1: this request's spans and metrics
+
 
 
 _UNSUPPORTED_MODES = ("fallback", "raise")
@@ -249,20 +256,27 @@ class Session:
             FsmAgentError: Any other failure of fsm_agent's own; a failure the SDK knows is
                 raised as the SDK's exception (its connection error, its HTTP status errors).
         """
-        plan = self._plan(client_or_factory, params, api, watch_tool_args=on_tool_args is not None)
-        self._begin(plan, plan.link.begin())
-        watchdog = Watchdog(plan.stale_timeout, interrupt)
-        driver = SyncDriver(
-            machine=plan.machine,
-            source=plan.source,
-            adapter=plan.adapter,
-            params=plan.params,
-            callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args),
-            watchdog=watchdog,
-            health=plan.link,
-            max_bytes=self.max_bytes,
-        )
+        # SEC-8: registered before any planning work (a factory, a lazy SDK import), so an
+        # interrupt issued while the request is prepared is honoured before anything is sent.
+        watchdog = Watchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):
+            plan = self._plan(
+                ClientSource(client_or_factory), params, api, watch_tool_args=on_tool_args is not None
+            )
+            watchdog.stale_timeout = plan.stale_timeout
+            self._begin(plan, plan.link.begin())
+            driver = SyncDriver(
+                machine=plan.machine,
+                source=plan.source,
+                adapter=plan.adapter,
+                params=plan.params,
+                callbacks=Callbacks(
+                    on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args
+                ),
+                watchdog=watchdog,
+                health=plan.link,
+                max_bytes=self.max_bytes,
+            )
             try:
                 if plan.telemetry is None:
                     result = driver.run()
@@ -294,6 +308,8 @@ class Session:
         Takes async clients (`openai.AsyncOpenAI`, `anthropic.AsyncAnthropic`) and also sync ones
         (run in a worker thread, e.g. boto3). Callbacks may be plain functions or coroutine
         functions (awaited in order). Cancelling the task interrupts the request (RES-11).
+        A factory that is a coroutine function is awaited; a plain one runs in a worker thread,
+        never on the event loop.
 
         Args:
             client_or_factory: An SDK client, async or sync, or a zero-argument callable
@@ -325,26 +341,32 @@ class Session:
             TypeError: `params` is not a dict or the client has no known SDK shape.
             InterruptedError: The request was interrupted or its task cancelled (RES-11).
         """
-        from .drivers.aio import run_async
+        watchdog = LoopWatchdog(_UNPLANNED, interrupt)
+        with self._in_flight_as(watchdog):  # SEC-8: before any planning work
+            from .drivers.aio import make_client, run_async
 
-        plan = self._plan(
-            client_or_factory, params, api, in_async=True, watch_tool_args=on_tool_args is not None
-        )
-        self._begin(plan, await plan.link.abegin())
-        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
-        try:
-            if plan.telemetry is None:
-                result: StreamResult = await run_async(self, plan, callbacks, interrupt)
-            else:
-                # Entered in the caller's task: the request span is a child of the caller's span.
-                with plan.telemetry as observer:
-                    result = await run_async(self, plan, callbacks, interrupt)
-                    observer.succeeded(result)
-        except BaseException as exc:
-            await plan.link.afinish(exc)
-            raise
-        await plan.link.afinish(None)
-        return result
+            source = ClientSource(client_or_factory)
+            if source.factory is not None:
+                source.adopt(await make_client(source.factory))
+            plan = self._plan(
+                source, params, api, in_async=True, watch_tool_args=on_tool_args is not None
+            )
+            watchdog.stale_timeout = plan.stale_timeout
+            self._begin(plan, await plan.link.abegin())
+            callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
+            try:
+                if plan.telemetry is None:
+                    result: StreamResult = await run_async(self, plan, callbacks, watchdog)
+                else:
+                    # Entered in the caller's task: the request span is a child of the caller's span.
+                    with plan.telemetry as observer:
+                        result = await run_async(self, plan, callbacks, watchdog)
+                        observer.succeeded(result)
+            except BaseException as exc:
+                await plan.link.afinish(exc)
+                raise
+            await plan.link.afinish(None)
+            return result
 
     def interrupt(self) -> None:
         """End every request of this session in flight now (thread-safe; RES-11)."""
@@ -360,7 +382,7 @@ class Session:
     # -- internals -------------------------------------------------------------------------------
     def _plan(
         self,
-        client_or_factory: Any,
+        source: ClientSource,
         params: dict[str, Any],
         api: str | None,
         *,
@@ -372,7 +394,6 @@ class Session:
                 "params must be a dict of the SDK's request keyword arguments "
                 f"(model, messages, ...), not {type(params).__name__}"
             )
-        source = ClientSource(client_or_factory)
         try:
             check_client(source.peek(), in_async=in_async, api_given=api is not None)
         except TypeError:
@@ -382,6 +403,7 @@ class Session:
                 source.release()
             raise
         client = source.peek()
+        remember_client_secrets(client)  # SEC-9: read once from the client, kept only in memory
         api_name = api or infer_api(client, params)
         adapter = adapter_for(api_name)
         model = adapter.model_of(params)
@@ -412,13 +434,16 @@ class Session:
         ctx.breaker_probe = facts.breaker_probe
         ctx.breaker_retry_at = facts.breaker_retry_at
         if self.trace is not None:  # the request's header line: what replay rebuilds it from
-            write_request_header(
-                self.trace,
-                plan.machine,
-                api=plan.api,
-                model=plan.model,
-                stale_timeout=plan.stale_timeout,
-            )
+            try:
+                write_request_header(
+                    self.trace,
+                    plan.machine,
+                    api=plan.api,
+                    model=plan.model,
+                    stale_timeout=plan.stale_timeout,
+                )
+            except Exception:  # SEC-6: a failing sink never changes the outcome
+                log.warning("the trace sink failed writing a request header", exc_info=True)
 
     @contextlib.contextmanager
     def _in_flight_as(self, handle: Interruptible) -> Iterator[None]:
@@ -458,25 +483,22 @@ class Session:
         )
         request_id = uuid.uuid4().hex[:16]
         sink = self.trace
+        tap = SinkTap(sink, log_record)  # SEC-6: a failing log or sink never reaches the machine
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
-        on_record: Callable[[TransitionRecord], None] = self._log_record
+        on_record: Callable[[TransitionRecord], None] = tap.record
         if observer is not None:
-            on_record = _both(self._log_record, observer.on_record)
+            on_record = _both(tap.record, observer.on_record)
         machine = RequestMachine(
             ctx,
             request_id=request_id,
             on_record=on_record,
-            on_event=recorder,
+            on_event=tap.event if recorder else None,
             watch_tool_args=watch_tool_args,
         )
         if recorder is not None:
             recorder.attach(machine)
+            tap.watch(recorder)
         return machine
-
-    def _log_record(self, record: TransitionRecord) -> None:
-        log_record(record)
-        if self.trace is not None:
-            self.trace.write_record(record)
 
 
 def _both(

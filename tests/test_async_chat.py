@@ -11,7 +11,6 @@ from typing import Any
 import openai
 import pytest
 from helpers import INSTANT, Collect, params
-from sdk_transport import OPENAI_HTTP
 from test_async_support import AsyncAttemptSpy, AsyncCollect, AsyncLeakCheck, aleaks, aspy, astream
 
 import fsm_agent
@@ -67,9 +66,9 @@ def test_res1_exhausted_raises_the_original_error(aleaks: AsyncLeakCheck, aspy: 
     got = Collect()
 
     async def main() -> None:
-        with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
+        with pytest.raises(openai.APIConnectionError) as caught:
             await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
-        assert caught.value is aspy.errors[-1]  # the original object, not a wrapper
+        assert caught.value.__cause__ is aspy.errors[-1]  # the SDK's own error; the transport's as its cause
 
     aleaks.run(main)
     assert len(aleaks.emulator.requests) == 3 and got.texts == []
@@ -175,9 +174,9 @@ def test_res6_whitespace_only_exhausted_raises_original(
     got = Collect()
 
     async def main() -> None:
-        with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
+        with pytest.raises(openai.APIConnectionError) as caught:
             await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
-        assert caught.value is aspy.errors[-1]
+        assert caught.value.__cause__ is aspy.errors[-1]  # the SDK's own error; the transport's as its cause
 
     aleaks.run(main)
     assert len(aleaks.emulator.requests) == 3 and got.text.strip() == ""

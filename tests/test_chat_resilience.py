@@ -65,9 +65,9 @@ def test_res1_res2_silent_retries_then_success(leaks: LeakCheck, spy: AttemptSpy
 def test_res1_three_attempts_by_default_then_original_error(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("Hello there.", faults=[DropAfter(1)]))
     got = Collect()
-    with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
+    with pytest.raises(openai.APIConnectionError) as caught:
         stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
-    assert caught.value is spy.errors[-1]  # the original object, not a wrapper
+    assert caught.value.__cause__ is spy.errors[-1]  # the SDK's own error; the transport's as its cause
     assert len(leaks.emulator.requests) == 3
     assert got.texts == []
     spy.assert_each_closed_once(3)
@@ -76,7 +76,7 @@ def test_res1_three_attempts_by_default_then_original_error(leaks: LeakCheck, sp
 
 def test_res1_retries_setting_is_the_budget(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[DropAfter(1)]))
-    with pytest.raises(OPENAI_HTTP.RemoteProtocolError):
+    with pytest.raises(openai.APIConnectionError):
         stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=4), Collect())
     assert len(leaks.emulator.requests) == 5
     spy.assert_each_closed_once(5)
@@ -128,9 +128,9 @@ def test_res2_tool_call_without_text_retried_silently(leaks: LeakCheck, spy: Att
 def test_res6_tool_call_without_text_exhausted_raises_not_stubs(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build(tool_calls=[WRITE], faults=[DropMidFrame(2, kind="tool_args")]))
     got = Collect()
-    with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
+    with pytest.raises(openai.APIConnectionError) as caught:
         stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=1), got)
-    assert caught.value is spy.errors[-1]
+    assert caught.value.__cause__ is spy.errors[-1]  # the SDK's own error; the transport's as its cause
     assert got.texts == []
     spy.assert_each_closed_once(2)
     leaks.assert_clean()
@@ -219,8 +219,8 @@ def test_res6_whitespace_only_exhausted_raises_original(leaks: LeakCheck, spy: A
     got = Collect()
     try:
         stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
-    except OPENAI_HTTP.RemoteProtocolError as exc:  # the caller's `except` of the original class works
-        assert exc is spy.errors[-1]
+    except openai.APIConnectionError as exc:  # the caller's `except` of the SDK's class works (section 1)
+        assert exc.__cause__ is spy.errors[-1]
     else:  # pragma: no cover - the assertion below explains
         pytest.fail("no exception: an empty or placeholder stub was returned")
     assert len(leaks.emulator.requests) == 3

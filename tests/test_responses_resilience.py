@@ -12,10 +12,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import helpers
+import openai
 import pytest
 from helpers import INSTANT, AttemptSpy, Collect, LeakCheck, wait_until
 from openai.types.responses import Response
-from sdk_transport import OPENAI_HTTP
 
 import fsm_agent
 from fsm_agent.providers import openai_responses
@@ -82,9 +82,9 @@ def test_drop_before_delivery_is_retried_silently(leaks: LeakCheck, spy: Attempt
 def test_retries_one_persistent_drop_raises_the_original_error(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("Hello there.", faults=[DropMidFrame(1)]))
     got = Collect()
-    with pytest.raises(OPENAI_HTTP.RemoteProtocolError) as caught:
+    with pytest.raises(openai.APIConnectionError) as caught:
         run(leaks, fsm_agent.Session(backoff=INSTANT, retries=1), got)
-    assert caught.value is spy.errors[-1]  # the very object, not a wrapper
+    assert caught.value.__cause__ is spy.errors[-1]  # the SDK's own error; the transport's as its cause
     assert len(leaks.emulator.requests) == 2  # one call plus one retry
     assert got.texts == []
     spy.assert_each_closed_once(2)

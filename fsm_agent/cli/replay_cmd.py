@@ -14,11 +14,10 @@ import json
 import sys
 from typing import Any
 
-from ..trace.timeline import format_report
+from ..trace.timeline import format_report, safe_text
 from .args import non_negative_int, non_negative_seconds, positive_seconds
 
-__all__ = ["add_arguments", "format_report", "run"]
-
+__all__ = ["add_arguments", "format_report", "run", "safe_text"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a trace file (JSON Lines) written with Session(trace=…)")
@@ -56,13 +55,17 @@ def run(args: argparse.Namespace) -> int:
     }
     try:
         report = replay(args.file, request_id=args.request, **settings)
-    except TraceFormatError as exc:
-        print(f"fsm-agent replay: {exc}", file=sys.stderr)
+    except (TraceFormatError, TypeError, ValueError) as exc:
+        print(f"fsm-agent replay: {safe_text(exc)}", file=sys.stderr)
         return 2
-    except (TypeError, ValueError) as exc:
-        print(f"fsm-agent replay: {exc}", file=sys.stderr)
+    except (RecursionError, MemoryError, LookupError, AttributeError) as exc:
+        # SEC-7: a hostile trace that still trips the reader is a bad trace (exit 2), not a traceback.
+        print(
+            f"fsm-agent replay: cannot read {safe_text(args.file)}: {type(exc).__name__}: {safe_text(exc)}",
+            file=sys.stderr,
+        )
         return 2
-    if args.json:
+    if args.json:  # exact: JSON escapes every control character itself
         json.dump(report.as_dict(), sys.stdout, indent=2, default=repr)
         sys.stdout.write("\n")
     else:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from functools import cached_property, partial
@@ -26,30 +26,41 @@ from ..errors import MachineError
 from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt
 from ..providers.base import AsyncAttempt
 from ..result import StreamResult
-from ..wire.pipeline import WirePipeline
+from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
 from .aio_deliver import AsyncDelivery
 from .aio_thread import open_in_thread, run_in_thread
 from .aio_watchdog import LoopWatchdog
 from .common import CallbackError, Callbacks, activity_label, is_async_client
-from .core import Decided, DriverCore, translate_object
+from .core import Decided, DriverCore, finished_events, translate_object
 
 if TYPE_CHECKING:
     from ..session import RequestPlan, Session
 
-__all__ = ["AsyncDriver", "close_shielded", "is_async_client", "run_async"]
+__all__ = ["AsyncDriver", "close_shielded", "is_async_client", "make_client", "run_async"]
 
 log = logging.getLogger("fsm_agent")
 
 _CLOSE_LIMIT = 2.0  # how long a close may still run once a cancellation has cut in
 _orphans: set[asyncio.Task[None]] = set()  # closes outliving their request, kept from the GC
 
+async def make_client(factory: Callable[[], Any]) -> Any:
+    """A client from the caller's factory, without blocking the loop: a coroutine function is
+    awaited; a plain one runs in a worker thread (building a client may import an SDK, read
+    certificates, …), and an awaitable it returns is awaited."""
+    if inspect.iscoroutinefunction(factory):
+        return await factory()
+    made = await run_in_thread(factory)
+    if inspect.isawaitable(made):
+        made = await made
+    return made
+
+
 async def run_async(
     session: Session,
     plan: RequestPlan,
     callbacks: tuple[Callable[..., Any] | None, ...],
-    interrupt: threading.Event | None,
+    watchdog: LoopWatchdog,
 ) -> StreamResult:
-    watchdog = LoopWatchdog(plan.stale_timeout, interrupt)
     driver = AsyncDriver(
         machine=plan.machine,
         source=plan.source,
@@ -60,8 +71,7 @@ async def run_async(
         health=plan.link,
         max_bytes=session.max_bytes,
     )
-    with session._in_flight_as(watchdog):
-        return await driver.run()
+    return await driver.run()
 
 
 class AsyncDriver(DriverCore[LoopWatchdog]):
@@ -69,7 +79,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
 
     @cached_property
     def delivery(self) -> AsyncDelivery:
-        return AsyncDelivery(self.cb)
+        return AsyncDelivery(self.cb, self._interrupt_noticed)
 
     async def run(self) -> StreamResult:
         self.watchdog.start()
@@ -102,6 +112,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return ()
         if kind is act.RunFallback:
             return await self._run_fallback(action.response)
+        if kind is act.Raise:
+            raise action.error
         if kind is act.Status:
             await self.delivery.status(action.message)
             return ()
@@ -156,8 +168,15 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return self._failure(failure, opened_at)
         return self._read_to_end(out, opened_at)
 
+    async def _client(self) -> Any:
+        """The attempt's client; a factory's made off the loop (`make_client`)."""
+        source = self.source
+        if source.factory is not None and not source.has_client:
+            source.adopt(await make_client(source.factory))
+        return source.client_for_attempt()
+
     async def _attempt(self, plan: act.OpenAttempt) -> Decided:
-        client = self.source.client_for_attempt()
+        client = await self._client()
         attempt = await self._open(client, plan)
         self.attempt = attempt
         interrupted = self._interrupt_noticed()
@@ -168,7 +187,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         if attempt.objects is not None:
             return await self._pump_objects(attempt.objects)
         assert attempt.chunks is not None
-        return await self._pump_bytes(attempt.chunks, self._pipeline(self.delivery.pipeline_activity))
+        pipeline = self._pipeline(self.delivery.pipeline_activity, attempt.json_body)
+        return await self._pump_bytes(attempt.chunks, pipeline)
 
     async def _open(self, client: Any, plan: act.OpenAttempt) -> AsyncAttempt:
         aopen = getattr(self.adapter, "aopen", None)
@@ -176,11 +196,14 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             attempt: AsyncAttempt = await aopen(client, self.params, plan, self.watchdog.stale_timeout)
             return attempt
         opener = partial(self.adapter.open, client, self.params, plan, self.watchdog.stale_timeout)
-        return await open_in_thread(opener)
+        return await open_in_thread(lambda: self._limited(opener()))
 
-    async def _pump_bytes(self, chunks: AsyncIterator[bytes], pipeline: WirePipeline) -> Decided:
+    async def _pump_bytes(
+        self, chunks: AsyncIterator[bytes], pipeline: WirePipeline | JsonBodyPipeline
+    ) -> Decided:
         """Read to the end, delivering deltas as they come; stop early at the machine's first control
-        action, or when the watchdog has fired (`_read_to_end` then says what the stream became)."""
+        action, or when the watchdog has fired (`_read_to_end` then says what the stream became).
+        A read larger than `SLICE` is decoded and delivered a slice at a time (SEC-5)."""
         machine = self.machine
         watchdog = self.watchdog
         delivery = self.delivery
@@ -188,34 +211,42 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         clock = time.monotonic
         t0 = self._t0
         watching = machine.watch_tool_args
-        async for chunk in chunks:
-            # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-            watchdog.hold()
-            try:
-                events = pipeline.feed(chunk)
-                if delivery.has_notices:
-                    await delivery.settle_notices()
-                if pipeline.active:
-                    watchdog.touch()
-                t = clock() - t0
-                for event in events:
-                    if watching and machine.tool_args_due_before(event):
-                        await self._deliver_args()
-                    outputs = machine.feed(event, t)
-                    if outputs:
-                        control = await deliver(outputs)
-                        if control:
-                            return control
-                if watching:
-                    await self._deliver_args(t)  # once per read, per call that grew (ACC-11)
-            finally:
-                watchdog.release()
-            if pipeline.done or watchdog.fired is not None:
-                break
+        async for read in chunks:
+            for chunk in (read,) if len(read) <= SLICE else slices(read):
+                # From here until the next read, time is the caller's (on_activity, deltas), not silence.
+                watchdog.hold()
+                try:
+                    events = pipeline.feed(chunk)
+                    if delivery.has_notices:
+                        await delivery.settle_notices()
+                    if pipeline.active:
+                        watchdog.touch()
+                    t = clock() - t0
+                    for event in events:
+                        if watchdog.interrupted:  # SEC-8: over whatever the read still holds
+                            return self._interrupt_noticed() or ()
+                        if watching and machine.tool_args_due_before(event):
+                            await self._deliver_args()
+                        outputs = machine.feed(event, t)
+                        if outputs:
+                            control = await deliver(outputs)
+                            if control:
+                                return control
+                    if watching:
+                        await self._deliver_args(t)  # once per read, per call that grew (ACC-11)
+                finally:
+                    watchdog.release()
+                if pipeline.done or watchdog.fired is not None:
+                    break
+            else:
+                continue
+            break
         if watchdog.fired is not None:
             return ()
         t = self._now()
         for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            if watchdog.interrupted:
+                return self._interrupt_noticed() or ()
             if watching and machine.tool_args_due_before(event):
                 await self._deliver_args()
             outputs = machine.feed(event, t)
@@ -241,6 +272,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             try:
                 await self.delivery.activity(activity_label(obj))
                 for event in events:
+                    if watchdog.interrupted:
+                        return self._interrupt_noticed() or ()
                     if watching and machine.tool_args_due_before(event):
                         await self._deliver_args()
                     control = await self.delivery.outputs(machine.feed(event, t))
@@ -280,9 +313,9 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         watchdog.arm(stale=True)
         try:
             if response is None:
-                client = self.source.client_for_attempt()
+                client = await self._client()
                 response = await self._request_plain(client)
-            events = tuple(self.adapter.finished_events(response))
+            events = finished_events(self.adapter, response)
         except asyncio.CancelledError as exc:
             if not watchdog.claim():
                 raise
@@ -297,10 +330,13 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         if interrupted is not None:
             return interrupted
         try:
-            await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
-            await self._deliver_args()  # the whole answer's calls: their final values, once
+            stop = await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
+            if not stop:
+                await self._deliver_args()  # the whole answer's calls: their final values, once
         except CallbackError as exc:
             return self._callback_failed(exc)
+        if stop:  # an interrupt set by a callback meanwhile (SEC-8)
+            return stop
         return self._feed_control(FallbackDelivered())
 
     async def _request_plain(self, client: Any) -> Any:

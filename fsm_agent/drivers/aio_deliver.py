@@ -10,6 +10,7 @@ and any left unawaited when an attempt ends are closed, never leaked. Never feed
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from .. import actions as act
@@ -20,10 +21,15 @@ __all__ = ["AsyncDelivery"]
 
 
 class AsyncDelivery:
-    __slots__ = ("_notices", "cb", "pipeline_activity")
+    __slots__ = ("_interrupted", "_notices", "cb", "pipeline_activity")
 
-    def __init__(self, callbacks: Callbacks) -> None:
+    def __init__(
+        self, callbacks: Callbacks, interrupted: Callable[[], tuple[Any, ...] | None] | None = None
+    ) -> None:
         self.cb = callbacks
+        # The machine's decision on an interrupt set meanwhile, if any: checked between two
+        # deliveries, so no callback runs after an interrupt (SEC-8).
+        self._interrupted = interrupted
         self._notices: list[Any] = []  # coroutine on_activity results not yet awaited
         self.pipeline_activity = self._activity if callbacks.activity is not None else None
 
@@ -31,8 +37,13 @@ class AsyncDelivery:
         """Deliver the machine's deltas now, in order; return its control actions."""
         control: list[Any] = []
         cb = self.cb
+        delivered = False
         for out in outputs:
             kind = type(out)
+            if delivered and self._interrupted is not None:
+                stop = self._interrupted()
+                if stop is not None:
+                    return stop
             if kind is TextDelta:
                 pending = cb.text(out.text)
             elif kind is ReasoningDelta:
@@ -44,6 +55,7 @@ class AsyncDelivery:
             else:
                 control.append(out)
                 continue
+            delivered = True
             if pending is not None and inspect.isawaitable(pending):
                 await settle_content(pending)
         return tuple(control)

@@ -198,7 +198,7 @@ async def open_in_thread(open_attempt: Callable[[], Attempt]) -> AsyncAttempt:
         return AsyncAttempt(finished=attempt.finished, closer=bridge.aclose)
     if attempt.objects is not None:
         return AsyncAttempt(objects=bridge, closer=bridge.aclose)
-    return AsyncAttempt(chunks=bridge, closer=bridge.aclose)
+    return AsyncAttempt(chunks=bridge, closer=bridge.aclose, json_body=attempt.json_body)
 
 
 async def run_in_thread(call: Callable[[], T]) -> T:

@@ -64,6 +64,9 @@ class LoopWatchdog:
 
     # -- any thread ------------------------------------------------------------------------------------
     def interrupt(self) -> None:
+        # Seen at once by the driver's checks between deliveries (SEC-8), even from a callback on
+        # the loop thread; the cancellation of a blocked read follows on the loop.
+        self._interrupted = True
         with contextlib.suppress(RuntimeError):  # the loop is closed: the request is over
             self._loop.call_soon_threadsafe(self._on_interrupt)
 

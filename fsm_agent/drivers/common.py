@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..backoff import retry_hint
+from ..errors import sdk_native
 from ..events import AttemptFailed, Interrupt, StaleTimeout
 
 __all__ = [
@@ -240,14 +242,44 @@ class ClientSource:
         else:
             self._factory = client_or_factory
         self._made: Any = None
+        self.sdk: Any = None  # the SDK module of the first client seen (SDK-native errors)
+        self.base_url: str | None = None
+
+    @property
+    def factory(self) -> Callable[[], Any] | None:
+        return self._factory
+
+    @property
+    def has_client(self) -> bool:
+        """Whether the next attempt's client exists already (the caller's, or one made for it)."""
+        return self._factory is None or self._made is not None
 
     def peek(self) -> Any:
         """A client to infer the API from; with a factory, the first attempt's own client."""
         if self._factory is None:
-            return self._client
-        if self._made is None:
-            self._made = self._factory()
-        return self._made
+            client = self._client
+        else:
+            if self._made is None:
+                self._made = self._factory()
+            client = self._made
+        if self.sdk is None:
+            self._note(client)
+        return client
+
+    def adopt(self, made: Any) -> None:
+        """A client the factory made elsewhere (astream awaits or threads the factory)."""
+        self._made = made
+        if self.sdk is None:
+            self._note(made)
+
+    def _note(self, client: Any) -> None:
+        self.sdk = sys.modules.get(type(client).__module__.split(".", 1)[0])
+        base_url = getattr(client, "base_url", None)
+        self.base_url = str(base_url) if base_url is not None else None
+
+    def native(self, error: BaseException) -> BaseException:
+        """The error to raise for `error`, as the client's SDK would raise it (section 1)."""
+        return sdk_native(error, self.sdk, self.base_url)
 
     def client_for_attempt(self) -> Any:
         """The client for one attempt, with the SDK's own retries off (see `without_sdk_retries`)."""

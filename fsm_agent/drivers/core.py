@@ -21,10 +21,11 @@ from .. import actions as act
 from ..endpoint import EndpointLink
 from ..errors import MachineError
 from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta, WaitOver
-from ..providers.base import ProviderAdapter, as_plain
+from ..providers.base import Attempt, ProviderAdapter, as_plain
 from ..request import RequestMachine
 from ..result import StreamResult
-from ..wire.pipeline import Translator, WirePipeline
+from ..wire.pipeline import JsonBodyPipeline, Translator, WirePipeline
+from ..wire.shapes import guarded
 from .common import CallbackError, Callbacks, ClientSource, failure_event
 
 __all__ = ["Decided", "DriverCore", "WatchdogState"]
@@ -95,13 +96,18 @@ class DriverCore(Generic[W]):
                 result: StreamResult = action.result
                 return result
             if kind is act.Raise:
-                raise action.error
+                # Raised by the driver, outside this generator: a StopIteration from the caller's
+                # callback must reach the caller as itself (CB-6), not as PEP 479's RuntimeError.
+                yield act.Raise(self.source.native(action.error))
+                raise MachineError("the driver did not raise the machine's error")
             if kind is act.Remember:
                 yield action  # a store may need I/O (RedisHealth); nothing is decided meanwhile
                 continue
             io_bound = kind is act.OpenAttempt or kind is act.RunFallback or kind is act.Wait
-            if io_bound and self.watchdog.interrupted:
-                pending.extend(self._feed(Interrupt()))  # noticed between actions: it wins (RES-11)
+            if kind is not act.CloseAttempt and self.watchdog.interrupted and not self.machine.finished:
+                # Noticed before an action: it wins, and the rest of the old decision is void (SEC-8).
+                pending.clear()
+                pending.extend(self._feed(Interrupt()))
                 continue
             if kind is act.DeliverText:
                 action = TextDelta(action.text)
@@ -126,8 +132,10 @@ class DriverCore(Generic[W]):
         return self._feed_control(WaitOver())
 
     def _interrupt_noticed(self) -> Decided | None:
-        """The machine's decision on an interrupt noticed now, if there is one (it wins)."""
-        return self._feed(Interrupt()) if self.watchdog.interrupted else None
+        """The machine's decision on an interrupt noticed now, if there is one (it wins, SEC-8)."""
+        if self.watchdog.interrupted and not self.machine.finished:
+            return self._feed(Interrupt())
+        return None
 
     # -- how an attempt (or the fallback request) ends -----------------------------------------------
     def _failure(self, exc: BaseException, opened_at: float | None) -> Decided:
@@ -156,8 +164,20 @@ class DriverCore(Generic[W]):
         return self._feed(AttemptFailed(exc.original, from_callback=True))
 
     # -- the wire --------------------------------------------------------------------------------------
-    def _pipeline(self, on_activity: Callable[[str], Any] | None) -> WirePipeline:
+    def _pipeline(
+        self, on_activity: Callable[[str], Any] | None, json_body: Callable[[Any], Any] | None = None
+    ) -> WirePipeline | JsonBodyPipeline:
+        """The attempt's byte pipeline: an event stream, or a JSON body answered to a streaming
+        request (WIRE-5), both under the byte cap (SEC-5)."""
+        if json_body is not None:
+            return JsonBodyPipeline(json_body, max_bytes=self.max_bytes)
         return WirePipeline(self.adapter.translator(), max_bytes=self.max_bytes, on_activity=on_activity)
+
+    def _limited(self, attempt: Attempt) -> Attempt:
+        """Give a stream of objects read from bytes below us (Bedrock) the byte cap (SEC-5)."""
+        if attempt.limit is not None:
+            attempt.limit(self.max_bytes)
+        return attempt
 
 
     def _end_objects(self, translator: Translator, count: int) -> Decided:
@@ -167,5 +187,11 @@ class DriverCore(Generic[W]):
 
 def translate_object(translator: Translator, obj: Any) -> list[Any]:
     """WIRE-5: one decoded chunk's events. Plain dicts (botocore's events) need no conversion; SDK
-    objects are read by attribute."""
-    return translator.payload(obj if type(obj) is dict else as_plain(obj))
+    objects are read by attribute. A payload that trips the translator is a malformed chunk (SEC-4)."""
+    return guarded(translator.payload, obj if type(obj) is dict else as_plain(obj), "stream event")
+
+
+def finished_events(adapter: ProviderAdapter, response: Any) -> tuple[Any, ...]:
+    """A finished response's events (RES-9, WIRE-5); a payload of the wrong shape is a malformed
+    chunk (SEC-4), never a TypeError."""
+    return tuple(guarded(adapter.finished_events, response, "finished response"))

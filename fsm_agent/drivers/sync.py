@@ -17,9 +17,9 @@ from .. import actions as act
 from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, ReasoningDelta, TextDelta
 from ..providers.base import Attempt
 from ..result import StreamResult
-from ..wire.pipeline import WirePipeline
+from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
 from .common import CallbackError, activity_label
-from .core import Decided, DriverCore, translate_object
+from .core import Decided, DriverCore, finished_events, translate_object
 from .watchdog import Watchdog, blocked_read_aborter
 
 __all__ = ["SyncDriver"]
@@ -60,6 +60,8 @@ class SyncDriver(DriverCore[Watchdog]):
             return ()
         if kind is act.RunFallback:
             return self._run_fallback(action.response)
+        if kind is act.Raise:
+            raise action.error
         if kind is act.Status:
             self.cb.status(action.message)
             return ()
@@ -85,7 +87,7 @@ class SyncDriver(DriverCore[Watchdog]):
         # socket this thread is blocked on (RES-11, WD-1 in the open phase).
         watchdog.arm(blocked_read_aborter())
         try:
-            attempt = self.adapter.open(client, self.params, plan, watchdog.stale_timeout)
+            attempt = self._limited(self.adapter.open(client, self.params, plan, watchdog.stale_timeout))
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, opened_at)
@@ -100,44 +102,53 @@ class SyncDriver(DriverCore[Watchdog]):
             if attempt.objects is not None:
                 out = self._pump_objects(attempt)
             else:
-                out = self._pump_bytes(attempt, self._pipeline(self.cb.activity))
+                out = self._pump_bytes(attempt, self._pipeline(self.cb.activity, attempt.json_body))
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, opened_at)
         watchdog.disarm()
         return self._read_to_end(out, opened_at)
 
-    def _pump_bytes(self, attempt: Attempt, pipeline: WirePipeline) -> Decided:
+    def _pump_bytes(self, attempt: Attempt, pipeline: WirePipeline | JsonBodyPipeline) -> Decided:
         """Read to the end, delivering deltas as they come; stop early at the machine's first control
-        action, or when the watchdog has fired (`_read_to_end` then says what the stream became)."""
+        action, or when the watchdog has fired (`_read_to_end` then says what the stream became).
+        A read larger than `SLICE` is decoded and delivered a slice at a time (SEC-5)."""
         machine = self.machine
         watchdog = self.watchdog
         deliver = self._deliver_inline
         watching = machine.watch_tool_args
-        for chunk in attempt.iter_chunks():
-            # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-            watchdog.hold()
-            try:
-                events = pipeline.feed(chunk)
-                if pipeline.active:
-                    watchdog.touch()
-                t = time.monotonic() - self._t0
-                for event in events:
-                    if watching and machine.tool_args_due_before(event):
-                        self._deliver_args()
-                    control = deliver(machine.feed(event, t))
-                    if control:
-                        return control
-                if watching:
-                    self._deliver_args(t)  # once per read, per call that grew (ACC-11)
-            finally:
-                watchdog.release()
-            if pipeline.done or watchdog.fired is not None:
-                break
+        for read in attempt.iter_chunks():
+            for chunk in (read,) if len(read) <= SLICE else slices(read):
+                # From here until the next read, time is the caller's (on_activity, deltas), not silence.
+                watchdog.hold()
+                try:
+                    events = pipeline.feed(chunk)
+                    if pipeline.active:
+                        watchdog.touch()
+                    t = time.monotonic() - self._t0
+                    for event in events:
+                        if watchdog.interrupted:  # SEC-8: over whatever the read still holds
+                            return self._interrupt_noticed() or ()
+                        if watching and machine.tool_args_due_before(event):
+                            self._deliver_args()
+                        control = deliver(machine.feed(event, t))
+                        if control:
+                            return control
+                    if watching:
+                        self._deliver_args(t)  # once per read, per call that grew (ACC-11)
+                finally:
+                    watchdog.release()
+                if pipeline.done or watchdog.fired is not None:
+                    break
+            else:
+                continue
+            break
         if watchdog.fired is not None:
             return ()
         t = self._now()
         for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
+            if watchdog.interrupted:
+                return self._interrupt_noticed() or ()
             if watching and machine.tool_args_due_before(event):
                 self._deliver_args()
             control = deliver(machine.feed(event, t))
@@ -163,6 +174,8 @@ class SyncDriver(DriverCore[Watchdog]):
                 if self.cb.activity is not None:
                     self.cb.activity(activity_label(obj))
                 for event in events:
+                    if watchdog.interrupted:
+                        return self._interrupt_noticed() or ()
                     if watching and machine.tool_args_due_before(event):
                         self._deliver_args()
                     control = self._deliver_inline(machine.feed(event, t))
@@ -191,14 +204,19 @@ class SyncDriver(DriverCore[Watchdog]):
         """Deliver deltas now; return the control actions (which end the pump) if any."""
         control: list[Any] = []
         cb = self.cb
+        delivered = False
         for out in outputs:
             kind = type(out)
-            if kind is TextDelta:
-                cb.text(out.text)
-            elif kind is ReasoningDelta:
-                cb.reasoning(out.text)
-            elif kind is act.ToolNamed:
-                cb.tool_call(out.index, out.name)
+            if kind is TextDelta or kind is ReasoningDelta or kind is act.ToolNamed:
+                if delivered and self.watchdog.interrupted:  # set by the callback just run (SEC-8)
+                    return self._interrupt_noticed() or ()
+                delivered = True
+                if kind is TextDelta:
+                    cb.text(out.text)
+                elif kind is ReasoningDelta:
+                    cb.reasoning(out.text)
+                else:
+                    cb.tool_call(out.index, out.name)
             else:
                 control.append(out)
         return tuple(control)
@@ -223,7 +241,7 @@ class SyncDriver(DriverCore[Watchdog]):
         try:
             if response is None:
                 response = self.adapter.request_plain(client, self.params)
-            events = tuple(self.adapter.finished_events(response))
+            events = finished_events(self.adapter, response)
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, None)
@@ -232,10 +250,13 @@ class SyncDriver(DriverCore[Watchdog]):
         if interrupted is not None:
             return interrupted
         try:
-            self._deliver_inline(self._feed(FallbackFinished(events, response)))
-            self._deliver_args()  # the whole answer's calls: their final values, once
+            stop = self._deliver_inline(self._feed(FallbackFinished(events, response)))
+            if not stop:
+                self._deliver_args()  # the whole answer's calls: their final values, once
         except CallbackError as exc:
             return self._callback_failed(exc)
+        if stop:  # an interrupt set by a callback meanwhile (SEC-8)
+            return stop
         return self._feed_control(FallbackDelivered())
 
     def _close_attempt(self) -> None:

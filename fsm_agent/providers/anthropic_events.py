@@ -26,6 +26,7 @@ from ..events import (
 from ..redact import redact, truncate
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
+from ..wire.shapes import DICT, INT, LIST, STR, Shape
 from ..wire.sse import SSEFrame
 from .base import as_plain, malformed
 
@@ -50,7 +51,67 @@ FINISH_REASONS = {
 _TRACKS_INPUT = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
-_malformed = partial(malformed, "Anthropic stream event")
+_WHAT = "Anthropic stream event"
+_malformed = partial(malformed, _WHAT)
+
+# -- the shapes an Anthropic payload must have (SEC-4): the one place they are checked -----------
+_USAGE = Shape(
+    "usage",
+    {
+        "input_tokens": INT,
+        "output_tokens": INT,
+        "cache_read_input_tokens": INT,
+        "cache_creation_input_tokens": INT,
+    },
+)
+_BLOCK_FIELDS = {"type": STR, "id": (str, int), "name": STR, "text": STR, "thinking": STR, "input": DICT}
+_DELTA = Shape(
+    "delta",
+    {"type": STR},
+    by="type",
+    cases={
+        "text_delta": Shape("text_delta", {"text": STR}, required=("text",)),
+        "input_json_delta": Shape("input_json_delta", {"partial_json": STR}, required=("partial_json",)),
+        "thinking_delta": Shape("thinking_delta", {"thinking": STR}, required=("thinking",)),
+        "signature_delta": Shape("signature_delta", {"signature": STR}),
+    },
+)
+EVENT = Shape(
+    "event",
+    {"type": STR},
+    by="type",
+    cases={  # the hot case first: one per token
+        "content_block_delta": Shape(
+            "content_block_delta", {"index": INT, "delta": _DELTA}, required=("delta",)
+        ),
+        "message_start": Shape(
+            "message_start",
+            {"message": Shape("message", {"id": STR, "model": STR, "usage": _USAGE, "content": LIST})},
+            required=("message",),
+        ),
+        "content_block_start": Shape(
+            "content_block_start",
+            {"index": INT, "content_block": Shape("content block", _BLOCK_FIELDS)},
+            required=("index", "content_block"),
+        ),
+        "content_block_stop": Shape("content_block_stop", {"index": INT}),
+        "message_delta": Shape(
+            "message_delta",
+            {"delta": Shape("delta", {"stop_reason": STR, "stop_sequence": STR}), "usage": _USAGE},
+        ),
+    },
+)
+MESSAGE = Shape(
+    "message",
+    {
+        "id": STR,
+        "model": STR,
+        "content": [Shape("content block", _BLOCK_FIELDS)],
+        "stop_reason": STR,
+        "stop_sequence": STR,
+        "usage": _USAGE,
+    },
+)
 
 
 def _stream_error(event: dict[str, Any]) -> ProviderStreamError:
@@ -157,8 +218,7 @@ class AnthropicTranslator:
         return self.payload(event)
 
     def payload(self, event: Any) -> list[Any]:
-        if not isinstance(event, dict):
-            raise _malformed("an event must be a JSON object", event)
+        EVENT.check(event, _WHAT)  # an `error` event has no declared case: it passes to `_error`
         kind = event.get("type")
         if kind == "content_block_delta":  # the hot path: one per token
             return self._delta(event)
@@ -167,9 +227,7 @@ class AnthropicTranslator:
 
     # -- the events ------------------------------------------------------------------------------
     def _message_start(self, event: dict[str, Any]) -> list[Any]:
-        message = event.get("message")
-        if not isinstance(message, dict):
-            raise _malformed("message_start carries no message object", message)
+        message = event["message"]
         self._message = message
         usage = message.get("usage")
         if isinstance(usage, dict):
@@ -177,9 +235,7 @@ class AnthropicTranslator:
         return [ResponseMeta(id=message.get("id"), model=message.get("model"))]
 
     def _block_start(self, event: dict[str, Any]) -> list[Any]:
-        index, start = event.get("index"), event.get("content_block")
-        if not isinstance(index, int) or not isinstance(start, dict):
-            raise _malformed("content_block_start needs an integer index and a content_block", event)
+        index, start = event["index"], event["content_block"]
         block = _Block(start)
         self._blocks[index] = block
         kind = block.type
@@ -201,32 +257,24 @@ class AnthropicTranslator:
         return []
 
     def _delta(self, event: dict[str, Any]) -> list[Any]:
-        delta = event.get("delta")
-        if type(delta) is not dict:
-            raise _malformed("content_block_delta needs a delta object", delta)
+        delta = event["delta"]  # its shape, per delta type, is checked (EVENT)
         index = event.get("index")
-        block = self._blocks.get(index)  # type: ignore[arg-type]  # any other type finds no block
+        block = self._blocks.get(index)  # type: ignore[arg-type]
         kind = delta.get("type")
         if block is None:
             block = self._implicit_block(index, kind)
         if kind == "text_delta":
-            text = delta.get("text")
-            if type(text) is not str:
-                raise _malformed("text_delta needs a string text", text)
+            text = delta["text"]
             block.parts.append(text)
             return [TextDelta(text)]
         if kind == "input_json_delta":
-            fragment = delta.get("partial_json")
-            if type(fragment) is not str:
-                raise _malformed("input_json_delta needs a string partial_json", fragment)
+            fragment = delta["partial_json"]
             block.parts.append(fragment)
             if block.tool_index < 0 or not fragment:
                 return []
             return [ToolCallDelta(block.tool_index, arguments=fragment)]
         if kind == "thinking_delta":
-            thinking = delta.get("thinking")
-            if type(thinking) is not str:
-                raise _malformed("thinking_delta needs a string thinking", thinking)
+            thinking = delta["thinking"]
             block.parts.append(thinking)
             return [ReasoningDelta(thinking)]
         if kind == "signature_delta":
@@ -334,8 +382,7 @@ def _provider_data(body: dict[str, Any]) -> dict[str, Any]:
 def message_events(message: Any) -> list[Any]:
     """A finished Message (SDK object or dict) as events: the fallback (RES-9) and WIRE-5."""
     body = as_plain(message)
-    if not isinstance(body, dict):
-        raise _malformed("a message must be an object", body)
+    MESSAGE.check(body, "Anthropic message")
     events: list[Any] = [ResponseMeta(id=body.get("id"), model=body.get("model"))]
     tool_index = 0
     content = body.get("content") or []

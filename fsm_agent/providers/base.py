@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from ..actions import OpenAttempt
-from ..errors import ProviderStreamError
-from ..redact import redact, truncate
 from ..wire.pipeline import Translator
+from ..wire.shapes import guarded, malformed
 
 __all__ = [
     "AsyncAttempt",
@@ -88,10 +86,17 @@ class Attempt:
         finished: Any = None,
         closer: Callable[[], None] | None = None,
         sock: socket.socket | None = None,
+        json_body: Callable[[Any], Any] | None = None,
+        limit: Callable[[int], None] | None = None,
     ) -> None:
         self.chunks = chunks
         self.objects = objects
         self.finished = finished
+        # A 200 answered with JSON instead of an event stream (WIRE-5): `chunks` is that body, read
+        # under the byte cap like a stream (SEC-5); `json_body` makes the finished response of it.
+        self.json_body = json_body
+        # Sets the byte cap on a stream of objects read from bytes below us (Bedrock, SEC-5).
+        self.limit = limit
         self._closer = closer
         self._sock = sock
         self._lock = threading.Lock()
@@ -139,10 +144,12 @@ class AsyncAttempt:
         finished: Any = None,
         closer: Callable[[], Awaitable[None]] | None = None,
         sock: socket.socket | None = None,
+        json_body: Callable[[Any], Any] | None = None,
     ) -> None:
         self.chunks = chunks
         self.objects = objects
         self.finished = finished
+        self.json_body = json_body  # as `Attempt.json_body`
         self._closer = closer
         self._sock = sock
         self.closed = False
@@ -171,8 +178,9 @@ def _is_json(http: Any) -> bool:
 def open_streaming(manager: Any, as_finished: Callable[[Any], Any] | None = None) -> Attempt:
     """Enter an SDK's raw streaming response (`….with_streaming_response.create(...)`).
 
-    Returns the body's bytes as they arrive, or — for a 200 answered with JSON instead of an event
-    stream (WIRE-5) — the finished body, read and closed at once, passed through `as_finished`.
+    Returns the body's bytes as they arrive; for a 200 answered with JSON instead of an event
+    stream (WIRE-5) too, marked with `json_body` (`as_finished`): the driver reads it under the
+    byte cap and the watchdog like any stream (SEC-5), and decodes it once it is whole.
     """
     response = manager.__enter__()
     http = response.http_response
@@ -180,13 +188,12 @@ def open_streaming(manager: Any, as_finished: Callable[[Any], Any] | None = None
     def closer() -> None:
         manager.__exit__(None, None, None)
 
-    if _is_json(http):
-        try:
-            body = json.loads(http.read())
-        finally:
-            closer()
-        return Attempt(finished=as_finished(body) if as_finished is not None else body)
-    return Attempt(chunks=http.iter_bytes(), closer=closer, sock=socket_of(http))
+    json_body = (as_finished or _as_is) if _is_json(http) else None
+    return Attempt(chunks=http.iter_bytes(), closer=closer, sock=socket_of(http), json_body=json_body)
+
+
+def _as_is(body: Any) -> Any:
+    return body
 
 
 def object_attempt(returned: Any, is_finished: Callable[[Any], bool]) -> Attempt:
@@ -209,13 +216,8 @@ async def aopen_streaming(manager: Any, as_finished: Callable[[Any], Any] | None
         finally:
             await manager.__aexit__(None, None, None)
 
-    if _is_json(http):
-        try:
-            body = json.loads(await http.aread())
-        finally:
-            await closer()
-        return AsyncAttempt(finished=as_finished(body) if as_finished is not None else body)
-    return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http))
+    json_body = (as_finished or _as_is) if _is_json(http) else None
+    return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http), json_body=json_body)
 
 
 async def aobject_attempt(returned: Any, is_finished: Callable[[Any], bool]) -> AsyncAttempt:
@@ -286,7 +288,7 @@ class SDKAdapter:
             return object_attempt(endpoint.create(**kwargs), self.is_finished)
         timeout = timeout_for(client, read_timeout, kwargs.pop("timeout", None))
         manager = raw_api.create(**kwargs, timeout=timeout)
-        return open_streaming(manager, self.as_finished)
+        return open_streaming(manager, self.from_json)
 
     # -- async clients (AsyncOpenAI, AsyncAnthropic and alike): the same request, awaited -----------
     async def aopen(
@@ -298,21 +300,20 @@ class SDKAdapter:
             return await aobject_attempt(endpoint.create(**kwargs), self.is_finished)
         timeout = timeout_for(client, read_timeout, kwargs.pop("timeout", None))
         manager = raw_api.create(**kwargs, timeout=timeout)
-        return await aopen_streaming(manager, self.as_finished)
+        return await aopen_streaming(manager, self.from_json)
+
+    def from_json(self, body: Any) -> Any:
+        """A JSON body answered to a streaming request (WIRE-5), its shape checked (SEC-4) before
+        the SDK's object is built from it."""
+        guarded(self.finished_events, body, "JSON body")
+        return self.as_finished(body)
+
+    def finished_events(self, response: Any) -> list[Any]:
+        raise NotImplementedError
 
     async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
         response = self.request_plain(client, params)
         return await response if inspect.isawaitable(response) else response
-
-
-def malformed(payload: str, what: str, value: object) -> ProviderStreamError:
-    """A stream payload of the wrong shape; `payload` says which ("Bedrock event", …)."""
-    text = truncate(redact(repr(value)), 200)
-    return ProviderStreamError(
-        f"malformed {payload}: {what}, got {type(value).__name__} {text}",
-        code="provider_stream_malformed_chunk",
-        raw_text=text,
-    )
 
 
 def as_plain(obj: Any) -> Any:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import weakref
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 from ..actions import OpenAttempt
-from ..errors import ProviderStreamError
+from ..errors import ProviderStreamError, StreamLimitError
 from ..events import (
     FinishReason,
     ReasoningDelta,
@@ -32,6 +33,7 @@ from ..events import (
 )
 from ..redact import redact, truncate
 from ..result import Usage
+from ..wire.shapes import INT, PAYLOAD_ERRORS, STR, Shape, as_malformed
 from ..wire.sse import SSEFrame
 from .base import Attempt, as_plain, malformed
 
@@ -59,7 +61,62 @@ TRANSIENT_EXCEPTIONS = frozenset(
 )
 
 
-_malformed = partial(malformed, "Bedrock event")
+_WHAT = "Bedrock event"
+_malformed = partial(malformed, _WHAT)
+
+# -- the shapes a Bedrock payload must have (SEC-4): the one place they are checked ---------------
+_USAGE = Shape(
+    "usage",
+    {
+        "inputTokens": INT,
+        "outputTokens": INT,
+        "totalTokens": INT,
+        "cacheReadInputTokens": INT,
+        "cacheWriteInputTokens": INT,
+    },
+)
+_TOOL_START = Shape("toolUse", {"toolUseId": (str, int), "name": STR})
+_DELTA = Shape(
+    "delta",
+    {
+        "text": STR,
+        "reasoningContent": Shape("reasoningContent", {"text": STR, "signature": STR}),
+        "toolUse": Shape("toolUse", {"input": (str, dict)}),
+    },
+)
+EVENT = Shape(
+    "event",
+    {
+        "messageStart": Shape("messageStart", {"role": STR}),
+        "contentBlockStart": Shape(
+            "contentBlockStart", {"contentBlockIndex": INT, "start": Shape("start", {"toolUse": _TOOL_START})}
+        ),
+        "contentBlockDelta": Shape(
+            "contentBlockDelta", {"contentBlockIndex": INT, "delta": _DELTA}, required=("delta",)
+        ),
+        "contentBlockStop": Shape("contentBlockStop", {"contentBlockIndex": INT}),
+        "messageStop": Shape("messageStop", {"stopReason": STR}, required=("stopReason",)),
+        "metadata": Shape("metadata", {"usage": _USAGE}),
+    },
+)
+_CONTENT = Shape(
+    "content block",
+    {
+        "text": STR,
+        "reasoningContent": Shape(
+            "reasoningContent", {"reasoningText": Shape("reasoningText", {"text": STR})}
+        ),
+        "toolUse": Shape("toolUse", {"toolUseId": (str, int), "name": STR, "input": (str, dict, list)}),
+    },
+)
+CONVERSE = Shape(
+    "Converse response",
+    {
+        "output": Shape("output", {"message": Shape("message", {"content": [_CONTENT]})}),
+        "stopReason": STR,
+        "usage": _USAGE,
+    },
+)
 
 
 def in_stream_error(code: str, body: object) -> ProviderStreamError:
@@ -79,9 +136,9 @@ def _is_exception_key(key: str) -> bool:
     return key.endswith("Exception")
 
 
-def _usage(raw: object) -> Usage | None:
+def _usage(raw: dict[str, Any] | None) -> Usage | None:
     """Bedrock counts cache reads and writes apart from `inputTokens`; ours includes them."""
-    if not isinstance(raw, dict):
+    if raw is None:
         return None
     fresh = raw.get("inputTokens")
     read = raw.get("cacheReadInputTokens")
@@ -126,16 +183,15 @@ class BedrockTranslator:
         )
 
     def payload(self, event: Any) -> list[Any]:
-        if not isinstance(event, dict):
-            raise _malformed("an event must be an object", event)
+        if type(event) is dict:
+            for key, body in event.items():
+                if _is_exception_key(key):
+                    raise in_stream_error(key, body)
+        EVENT.check(event, _WHAT)
         events: list[Any] = []
         for key, body in event.items():
-            if _is_exception_key(key):
-                raise in_stream_error(key, body)
             handler = _HANDLERS.get(key)
             if handler is not None:
-                if not isinstance(body, dict):
-                    raise _malformed(f"{key} must be an object", body)
                 handler(self, body, events)
         return events
 
@@ -161,9 +217,7 @@ class BedrockTranslator:
         )
 
     def _block_delta(self, body: dict[str, Any], events: list[Any]) -> None:
-        delta = body.get("delta")
-        if not isinstance(delta, dict):
-            raise _malformed("contentBlockDelta needs a delta object", delta)
+        delta = body["delta"]
         text = delta.get("text")
         if isinstance(text, str):
             if text:
@@ -222,8 +276,7 @@ _HANDLERS = {
 def converse_events(response: Any, meta: ResponseMeta | None = None) -> list[Any]:
     """A finished `converse()` answer as events, for the fallback (RES-9, PRV-B2)."""
     body = as_plain(response)
-    if not isinstance(body, dict):
-        raise _malformed("a Converse response must be an object", body)
+    CONVERSE.check(body, "Bedrock Converse response")
     events: list[Any] = [meta] if meta is not None else []
     output = body.get("output")
     message = output.get("message") if isinstance(output, dict) else None
@@ -290,6 +343,29 @@ class BedrockEvents:
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self._events: Iterator[Any] = iter(stream)
+        self._budget: _Budget | None = None
+
+    def limit(self, max_bytes: int) -> None:
+        """Count the bytes botocore reads under this stream against `max_bytes` (SEC-5). Set before
+        the first event is read: botocore's reader asks the raw body for its reads then."""
+        raw = getattr(self._stream, "_raw_stream", None)
+        unbound = getattr(type(raw), "stream", None)
+        if raw is None or not callable(unbound) or self._budget is not None:
+            return
+        budget = self._budget = _Budget(max_bytes)
+        # No reference from the response back to itself (a cycle would keep its socket open until
+        # the garbage collector runs): the reader holds the response weakly.
+        response = weakref.ref(raw)
+
+        def stream(*args: Any, **kwargs: Any) -> Iterator[bytes]:
+            target = response()
+            if target is None:
+                return
+            for chunk in unbound(target, *args, **kwargs):
+                budget.count(len(chunk))
+                yield chunk
+
+        raw.stream = stream  # this response's reads only; the class is untouched
 
     def __iter__(self) -> BedrockEvents:
         return self
@@ -312,6 +388,11 @@ class BedrockEvents:
                     code="provider_stream_malformed_chunk",
                     raw_text=truncate(redact(str(exc)), 200),
                 ) from exc
+            foreign = type(exc).__module__.startswith(("botocore", "urllib3"))
+            if isinstance(exc, PAYLOAD_ERRORS) and not foreign:
+                # botocore's parser tripped on a payload of the wrong shape (a list for an event
+                # object, say): a malformed chunk, not a TypeError out of stream() (SEC-4).
+                raise as_malformed(exc, "(an event botocore could not parse)", _WHAT) from exc
             raise
 
     def close(self) -> None:
@@ -325,6 +406,23 @@ class BedrockEvents:
         if callable(release):
             with contextlib.suppress(Exception):
                 release()
+
+
+class _Budget:
+    """Bytes read under one Bedrock stream, against the cap (SEC-5)."""
+
+    __slots__ = ("cap", "read")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.read = 0
+
+    def count(self, size: int) -> None:
+        self.read += size
+        if self.read > self.cap:
+            raise StreamLimitError(
+                f"the event stream passed the cap of {self.cap} bytes per attempt; aborted"
+            )
 
 
 class BedrockAdapter:
@@ -356,7 +454,7 @@ class BedrockAdapter:
                 return Attempt(finished=response)  # WIRE-5: a finished answer to a streaming call
             raise _malformed("converse_stream must answer with a stream", response)
         events = BedrockEvents(stream)
-        return Attempt(objects=events, closer=events.close, sock=_socket_under(stream))
+        return Attempt(objects=events, closer=events.close, sock=_socket_under(stream), limit=events.limit)
 
     def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
         response = client.converse(**params)

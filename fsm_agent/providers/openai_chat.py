@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from ..actions import OpenAttempt
 from ..errors import ProviderStreamError
 from ..events import (
+    ChoiceDelta,
     FinishReason,
     ReasoningDelta,
     RefusalDelta,
@@ -28,6 +29,7 @@ from ..events import (
 )
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
+from ..wire.shapes import DICT, INT, STR, Shape
 from ..wire.sse import SSEFrame
 from .base import SDKAdapter, as_plain, malformed
 
@@ -42,7 +44,54 @@ def is_native_gemini(base_url: object) -> bool:
     return parts.hostname == _GEMINI_HOST and not parts.path.rstrip("/").endswith("/openai")
 
 
-_malformed = partial(malformed, "Chat Completions chunk")
+_WHAT = "Chat Completions chunk"
+_malformed = partial(malformed, _WHAT)
+
+# -- the shapes a Chat Completions payload must have (SEC-4): the one place they are checked ------
+_TOOL_CALL = Shape(
+    "tool call",
+    {
+        "index": INT,
+        "id": (str, int),  # ACC-3: integer ids become strings
+        "function": Shape("function", {"name": STR, "arguments": (str, dict)}),
+        "extra_content": DICT,
+    },
+)
+_USAGE = Shape(
+    "usage",
+    {
+        "prompt_tokens": INT,
+        "completion_tokens": INT,
+        "total_tokens": INT,
+        "prompt_tokens_details": Shape("details", {"cached_tokens": INT}),
+    },
+)
+_MESSAGE_FIELDS = {
+    "content": (str, list),  # ACC-2: a list of content blocks is flattened
+    "reasoning_content": (str, list, dict),
+    "reasoning": (str, list, dict),
+    "refusal": STR,
+    "tool_calls": [_TOOL_CALL],
+}
+_DELTA = Shape("delta", _MESSAGE_FIELDS)
+CHUNK = Shape(
+    "chunk",
+    {
+        "id": STR,
+        "model": STR,
+        "choices": [Shape("choice", {"index": INT, "delta": _DELTA, "finish_reason": STR})],
+        "usage": _USAGE,
+    },
+)
+COMPLETION = Shape(
+    "completion",
+    {
+        "id": STR,
+        "model": STR,
+        "choices": [Shape("choice", {"index": INT, "message": _DELTA, "finish_reason": STR})],
+        "usage": _USAGE,
+    },
+)
 
 
 def _flatten(content: object, where: str) -> str:
@@ -60,9 +109,7 @@ def _flatten(content: object, where: str) -> str:
     raise _malformed(f"{where} must be a string or a list of content blocks", content)
 
 
-def _usage(raw: object) -> Usage | None:
-    if not isinstance(raw, dict):
-        return None
+def _usage(raw: dict[str, Any]) -> Usage:
     details = raw.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(
@@ -110,10 +157,9 @@ class ChatTranslator:
         return self.payload(chunk)
 
     def payload(self, chunk: Any) -> list[Any]:
-        if not isinstance(chunk, dict):
-            raise _malformed("a chunk must be a JSON object", chunk)
-        if chunk.get("error"):
+        if type(chunk) is dict and chunk.get("error"):
             raise _error_event(chunk["error"])
+        CHUNK.check(chunk, _WHAT)
         events: list[Any] = []
         identity = (chunk.get("id"), chunk.get("model"))
         if identity != self._identity and identity != (None, None):
@@ -121,27 +167,33 @@ class ChatTranslator:
             events.append(ResponseMeta(id=identity[0], model=identity[1]))
         choices = chunk.get("choices")
         if choices:
-            if not isinstance(choices, list) or not isinstance(choices[0], dict):
-                raise _malformed("choices must be a list of objects", choices)
-            choice = choices[0]
-            delta = choice.get("delta")
-            if delta:
-                if not isinstance(delta, dict):
-                    raise _malformed("delta must be an object", delta)
-                _delta_events(delta, events)
-            reason = choice.get("finish_reason")
-            if reason is not None:
-                if not isinstance(reason, str):
-                    raise _malformed("finish_reason must be a string", reason)
-                if reason == "error":
-                    raise _error_event(choice.get("error") or chunk.get("error") or "finish_reason=error")
-                events.append(FinishReason(reason))
+            for choice in choices:
+                index = choice.get("index") or 0
+                if index:  # n>1: a choice other than the first is kept apart, never merged
+                    events.extend(_extra_choice(index, choice.get("delta"), choice.get("finish_reason")))
+                    continue
+                delta = choice.get("delta")
+                if delta:
+                    _delta_events(delta, events)
+                reason = choice.get("finish_reason")
+                if reason is not None:
+                    if reason == "error":
+                        raise _error_event(choice.get("error") or chunk.get("error") or "finish_reason=error")
+                    events.append(FinishReason(reason))
         usage = chunk.get("usage")
         if usage:
-            parsed = _usage(usage)
-            if parsed is not None:
-                events.append(UsageReport(parsed))
+            events.append(UsageReport(_usage(usage)))
         return events
+
+
+def _extra_choice(index: int, message: dict[str, Any] | None, reason: str | None) -> list[Any]:
+    """The events of choice `index` > 0 (n>1), each wrapped as that choice's own."""
+    events: list[Any] = []
+    if message:
+        _delta_events(message, events)
+    if reason is not None:
+        events.append(FinishReason(reason))
+    return [ChoiceDelta(index, event) for event in events]
 
 
 def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
@@ -159,29 +211,19 @@ def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
             events.append(TextDelta(text))
     refusal = delta.get("refusal")
     if refusal:
-        if not isinstance(refusal, str):
-            raise _malformed("refusal must be a string", refusal)
         events.append(RefusalDelta(refusal))
     calls = delta.get("tool_calls")
     if calls:
-        if not isinstance(calls, list):
-            raise _malformed("tool_calls must be a list", calls)
         for call in calls:
             events.append(_tool_delta(call))
 
 
-def _tool_delta(call: object) -> ToolCallDelta:
-    if not isinstance(call, dict):
-        raise _malformed("a tool call delta must be an object", call)
+def _tool_delta(call: dict[str, Any]) -> ToolCallDelta:
     index = call.get("index")
     if index is None:
         index = 0  # ACC-3 / PRV-G: Gemini sends no index
-    elif not isinstance(index, int):
-        raise _malformed("a tool call index must be an integer", index)
     call_id = call.get("id")
     function = call.get("function") or {}
-    if not isinstance(function, dict):
-        raise _malformed("a tool call's function must be an object", function)
     name = function.get("name")
     arguments = function.get("arguments")
     if arguments is not None and not isinstance(arguments, str):
@@ -197,22 +239,25 @@ def _tool_delta(call: object) -> ToolCallDelta:
 
 
 def completion_events(completion: Any) -> list[Any]:
-    """A finished chat.completion (dict or SDK object) as events, for the fallback (RES-9)."""
+    """A finished chat.completion (dict or SDK object) as events, for the fallback (RES-9); its
+    choices other than the first are kept apart (n>1)."""
     body = as_plain(completion)
-    if not isinstance(body, dict):
-        raise _malformed("a completion must be an object", body)
+    COMPLETION.check(body, "chat completion")
     events: list[Any] = [ResponseMeta(id=body.get("id"), model=body.get("model"))]
-    choices = body.get("choices") or []
-    if choices and isinstance(choices[0], dict):
-        message = choices[0].get("message") or {}
-        if isinstance(message, dict):
+    for choice in body.get("choices") or ():
+        index = choice.get("index") or 0
+        if index:
+            events.extend(_extra_choice(index, choice.get("message"), choice.get("finish_reason")))
+            continue
+        message = choice.get("message")
+        if message:
             _delta_events(message, events)
-        reason = choices[0].get("finish_reason")
-        if isinstance(reason, str):
+        reason = choice.get("finish_reason")
+        if reason is not None:
             events.append(FinishReason(reason))
-    parsed = _usage(body.get("usage"))
-    if parsed is not None:
-        events.append(UsageReport(parsed))
+    usage = body.get("usage")
+    if usage:
+        events.append(UsageReport(_usage(usage)))
     return events
 
 

@@ -31,6 +31,7 @@ from ..events import (
 )
 from ..result import Usage
 from ..wire.pipeline import parse_json_payload
+from ..wire.shapes import DICT, INT, STR, Shape
 from ..wire.sse import SSEFrame
 from .base import SDKAdapter, as_plain, malformed
 
@@ -47,7 +48,65 @@ _META = frozenset({"response.created", "response.in_progress", "response.queued"
 _INCOMPLETE_REASONS = {"content_filter": "content_filter"}  # anything else (max_output_tokens): length
 
 
-_malformed = partial(malformed, "Responses event")
+_WHAT = "Responses event"
+_malformed = partial(malformed, _WHAT)
+
+# -- the shapes a Responses payload must have (SEC-4): the one place they are checked -------------
+_USAGE = Shape(
+    "usage",
+    {
+        "input_tokens": INT,
+        "output_tokens": INT,
+        "total_tokens": INT,
+        "input_tokens_details": Shape("details", {"cached_tokens": INT}),
+    },
+)
+_PARTS = [Shape("content part", {"type": STR, "text": STR, "refusal": STR})]
+_ITEM = Shape(
+    "output item",
+    {
+        "type": STR,
+        "id": STR,
+        "call_id": (str, int),
+        "name": STR,
+        "arguments": STR,
+        "content": _PARTS,
+        "summary": _PARTS,
+    },
+)
+RESPONSE = Shape(
+    "response",
+    {
+        "id": STR,
+        "model": STR,
+        "status": STR,
+        "usage": _USAGE,
+        "incomplete_details": DICT,
+        "output": [_ITEM],
+    },
+)
+_TEXT_DELTA = Shape("text delta", {"delta": STR}, required=("delta",))
+_ITEM_EVENT = Shape("output item event", {"output_index": INT, "item": _ITEM}, required=("item",))
+EVENT = Shape(
+    "event",
+    {"type": STR},
+    required=("type",),
+    by="type",
+    cases={
+        _TEXT: _TEXT_DELTA,
+        **{kind: _TEXT_DELTA for kind in _REASONING},
+        _REFUSAL: _TEXT_DELTA,
+        _ARGS_DELTA: Shape(
+            "arguments delta", {"delta": STR, "output_index": INT, "item_id": STR}, required=("delta",)
+        ),
+        _ARGS_DONE: Shape("arguments done", {"arguments": STR, "output_index": INT, "item_id": STR}),
+        _ITEM_ADDED: _ITEM_EVENT,
+        _ITEM_DONE: _ITEM_EVENT,
+        **{kind: Shape(kind, {"response": RESPONSE}) for kind in _META},
+        "response.completed": Shape("response.completed", {"response": RESPONSE}, required=("response",)),
+        "response.incomplete": Shape("response.incomplete", {"response": RESPONSE}, required=("response",)),
+    },
+)
 
 
 def _usage(raw: object) -> Usage | None:
@@ -133,8 +192,9 @@ class ResponsesTranslator:
         return self.payload(payload)
 
     def payload(self, event: Any) -> list[Any]:
-        if not isinstance(event, dict):
-            raise _malformed("an event must be a JSON object", event)
+        if type(event) is dict and event.get("type") in ("error", "response.failed"):
+            return self._failed(event)
+        EVENT.check(event, _WHAT)
         kind = event.get("type")
         if kind == _TEXT:
             return _text_event(TextDelta, event)
@@ -143,9 +203,7 @@ class ResponsesTranslator:
         if kind == _REFUSAL:
             return _text_event(RefusalDelta, event)
         if kind == _ARGS_DELTA:
-            delta = event.get("delta")
-            if not isinstance(delta, str):
-                raise _malformed("function_call_arguments.delta needs a string delta", event)
+            delta = event["delta"]
             if not delta:
                 return []
             index = self._index_of(event)
@@ -167,15 +225,15 @@ class ResponsesTranslator:
         if kind in ("response.completed", "response.incomplete"):
             self.done = True
             return self._finished(event.get("response"))
-        if kind == "response.failed":
-            response = event.get("response")
-            error = response.get("error") if isinstance(response, dict) else None
-            raise _stream_error(error, "response.failed")
-        if kind == "error":
-            raise _stream_error(event, "error")
-        if not isinstance(kind, str):
-            raise _malformed("an event needs a string type", event)
         return []  # part/summary boundaries, *.done echoes, annotations, …: nothing new
+
+    @staticmethod
+    def _failed(event: dict[str, Any]) -> list[Any]:
+        if event.get("type") == "error":
+            raise _stream_error(event, "error")
+        response = event.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+        raise _stream_error(error, "response.failed")
 
     # -- function calls ---------------------------------------------------------------------------
     def _index_of(self, event: dict[str, Any]) -> int | None:
@@ -190,9 +248,7 @@ class ResponsesTranslator:
         return None
 
     def _item_added(self, event: dict[str, Any]) -> list[Any]:
-        item = event.get("item")
-        if not isinstance(item, dict):
-            raise _malformed("output_item.added needs an item object", event)
+        item = event["item"]
         if item.get("type") != "function_call":
             return []
         item_id = item.get("id")
@@ -260,9 +316,7 @@ def _str(value: object) -> str | None:
 def _text_event(
     cls: type[TextDelta] | type[ReasoningDelta] | type[RefusalDelta], event: dict[str, Any]
 ) -> list[Any]:
-    delta = event.get("delta")
-    if not isinstance(delta, str):
-        raise _malformed(f"{event.get('type')} needs a string delta", delta)
+    delta = event["delta"]
     return [cls(delta)] if delta else []
 
 
@@ -275,10 +329,9 @@ def _meta(response: object) -> list[Any]:
 def response_events(response: Any) -> list[Any]:
     """A finished Response (dict or SDK object) as events, for the fallback (RES-9)."""
     body = as_plain(response)
-    if not isinstance(body, dict):
-        raise _malformed("a response must be an object", body)
-    if body.get("status") == "failed":
+    if type(body) is dict and body.get("status") == "failed":
         raise _stream_error(body.get("error"), "response.failed")
+    RESPONSE.check(body, "Responses response")
     events: list[Any] = _meta(body)
     has_tools = False
     for item in body.get("output") or []:

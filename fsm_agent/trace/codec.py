@@ -20,6 +20,7 @@ from ..errors import ErrorKind, ProviderStreamError, ToolInputError, classify, s
 from ..events import (
     AttemptClosed,
     AttemptFailed,
+    ChoiceDelta,
     FallbackDelivered,
     FallbackFinished,
     FinishedResponse,
@@ -182,6 +183,7 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
         "events": [encode_event(item) for item in e.events],
         "response": {"type": type(e.response).__name__},
     },
+    ChoiceDelta: lambda e: {"choice": e.choice, "event": encode_event(e.event)},
 }
 
 
@@ -281,6 +283,13 @@ def _failed(fields: dict[str, Any]) -> AttemptFailed:
     return AttemptFailed(error, from_callback, None if from_callback else kind)
 
 
+def _choice(fields: dict[str, Any]) -> ChoiceDelta:
+    inner = decode_event(_dict(fields, "event"))
+    if type(inner) not in (TextDelta, ReasoningDelta, RefusalDelta, ToolCallDelta, FinishReason):
+        raise CodecError("a choice may hold only text, reasoning, refusal, tool-call or finish events")
+    return ChoiceDelta(_int(fields, "choice"), inner)
+
+
 _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "TextDelta": lambda f: TextDelta(_str(f, "text")),
     "ReasoningDelta": lambda f: ReasoningDelta(_str(f, "text")),
@@ -306,6 +315,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "FallbackDelivered": lambda f: FallbackDelivered(),
     "AttemptFailed": _failed,
     "FallbackFinished": _fallback,
+    "ChoiceDelta": _choice,
 }
 EVENT_KINDS = frozenset(_DECODERS)
 _WIRE_TYPES = (
@@ -320,6 +330,7 @@ _WIRE_TYPES = (
     Keepalive,
     StreamEnd,
     FinishedResponse,
+    ChoiceDelta,
 )
 
 

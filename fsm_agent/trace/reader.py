@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
 from ..errors import TraceFormatError
-from ..machine import State
+from ..guards import GUARDS
+from ..machine import TRIGGERS, State
 from .codec import CodecError
 from .items import DeltaRun, decode_items
 from .records import SCHEMA_VERSION, TransitionRecord
@@ -180,9 +181,20 @@ def _get(obj: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
 
 
 def _record(obj: dict[str, Any]) -> TransitionRecord:
+    """A transition line, every name in it checked against the table (SEC-7): nothing a trace
+    says is called or trusted by name."""
     guards = _get(obj, "guards", dict)
     if not all(isinstance(value, bool) for value in guards.values()):
         raise _LineError("guard values must be booleans")
+    unknown = [name for name in guards if name not in GUARDS]
+    if unknown:
+        raise _LineError(f"unknown guard {unknown[0]!r}")
+    trigger = _get(obj, "trigger", str)
+    if trigger not in TRIGGERS:
+        raise _LineError(f"unknown trigger {trigger!r}")
+    for name in ("source", "dest"):
+        if _get(obj, name, str) not in _STATES:
+            raise _LineError(f"unknown state {obj[name]!r} in field {name!r}")
     cause = obj.get("cause", {})
     inputs = obj.get("inputs", {})
     if not isinstance(cause, dict) or not isinstance(inputs, dict):
@@ -192,7 +204,7 @@ def _record(obj: dict[str, Any]) -> TransitionRecord:
         attempt=_get(obj, "attempt", int),
         seq=_get(obj, "seq", int),
         t=float(_get(obj, "t", (int, float))),
-        trigger=_get(obj, "trigger", str),
+        trigger=trigger,
         source=_get(obj, "source", str),
         dest=_get(obj, "dest", str),
         guards=guards,

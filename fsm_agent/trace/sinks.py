@@ -17,6 +17,8 @@ settings, so credentials cannot reach a trace (TR-5).
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import threading
 import weakref
@@ -31,11 +33,14 @@ __all__ = [
     "EventRecorder",
     "JsonlSink",
     "MemorySink",
+    "SinkTap",
     "TraceSink",
+    "escaped",
     "resolve_sink",
     "write_request_header",
 ]
 
+_log = logging.getLogger("fsm_agent")
 _dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode
 _quote = json.encoder.encode_basestring_ascii
 _BATCH_EVENTS = 1000
@@ -64,12 +69,39 @@ def event_item(event: object, t: float) -> str:
         return f'[{t!r},"{kind}",{_quote(event.text)}]'  # type: ignore[attr-defined]
     if cls is ResponseMeta:
         meta: ResponseMeta = event  # type: ignore[assignment]
-        if meta.id is not None and meta.model is not None and meta.provider_data is None and meta.raw is None:
+        if (
+            type(meta.id) is str
+            and type(meta.model) is str
+            and meta.provider_data is None
+            and meta.raw is None
+        ):
             # Chat Completions sends one with every chunk: skip the general encoder.
             return f'[{t!r},"ResponseMeta",{{"id":{_quote(meta.id)},"model":{_quote(meta.model)}}}]'
     fields = encode_event(event)
     kind = fields.pop("kind")
-    return _dumps([t, kind, fields] if fields else [t, kind])
+    item = [t, kind, fields] if fields else [t, kind]
+    try:
+        return _dumps(item)
+    except (TypeError, ValueError, RecursionError):
+        # SEC-6: a value JSON cannot hold (NaN, 1e999 as a float, an object, a non-string key) is
+        # written escaped, as text, rather than fail the request it belongs to.
+        return _dumps(escaped(item))
+
+
+def escaped(value: Any, depth: int = 0) -> Any:
+    """`value` as JSON can hold it: non-finite floats and foreign objects as their repr, keys as
+    strings, nesting past 32 levels cut."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth >= 32:
+        return "<too deep>"
+    if isinstance(value, dict):
+        return {str(key): escaped(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [escaped(item, depth + 1) for item in value]
+    return f"<{type(value).__name__}>"
 
 
 def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
@@ -105,6 +137,46 @@ def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
         },
     }
     write(machine.request_id, header)
+
+
+class SinkTap:
+    """One request's way to the log and its trace sink (SEC-6): recording never changes an outcome.
+    A record the log cannot take is dropped with a warning; a sink that fails is logged once and
+    detached from the request, which goes on as if it had none."""
+
+    __slots__ = ("_log", "_recorder", "_sink")
+
+    def __init__(self, sink: TraceSink | None, log: Any) -> None:
+        self._sink = sink
+        self._log = log
+        self._recorder: EventRecorder | None = None
+
+    def watch(self, recorder: EventRecorder) -> None:
+        self._recorder = recorder
+
+    def record(self, record: TransitionRecord) -> None:
+        try:
+            self._log(record)
+        except Exception:
+            _log.warning("logging a transition record failed; record dropped", exc_info=True)
+        sink = self._sink
+        if sink is not None:
+            try:
+                sink.write_record(record)
+            except Exception:
+                self._detach("a transition record")
+
+    def event(self, event: object, t: float) -> None:
+        recorder = self._recorder
+        if recorder is not None and self._sink is not None:
+            try:
+                recorder(event, t)
+            except Exception:
+                self._detach("a wire event")
+
+    def _detach(self, what: str) -> None:
+        self._sink = None
+        _log.warning("the trace sink failed writing %s; detached from this request", what, exc_info=True)
 
 
 class EventRecorder:

@@ -8,9 +8,34 @@ writes only to the stream it is given.
 from __future__ import annotations
 
 import io
+import re
 from typing import Any, TextIO
 
-__all__ = ["format_report", "timeline"]
+__all__ = ["format_report", "safe_text", "timeline"]
+
+# C0 and C1 controls, DEL, and the format characters that reorder or hide text on a terminal
+# (bidi overrides and isolates, zero-width marks, line and paragraph separators).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+
+
+def safe_text(text: object) -> str:
+    """`text` with every control character escaped (SEC-7): nothing in a trace can move the
+    cursor, recolour or retitle the user's terminal, or break a timeline line."""
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+        str(text),
+    )
+
+
+class _SafeOut:
+    """A text stream whose every line is written with its control characters escaped (SEC-7)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        lines = text.split("\n")
+        return self._out.write("\n".join(safe_text(line) for line in lines))
 
 
 def timeline(report: Any) -> str:
@@ -90,25 +115,32 @@ def _step_line(step: Any) -> str:
 
 
 def format_report(report: Any, out: TextIO) -> None:
+    """The timeline, every field escaped of control characters (SEC-7)."""
+    _format_report(report, _SafeOut(out))  # type: ignore[arg-type]
+
+
+def _format_report(report: Any, out: TextIO) -> None:
     overrides = report.overrides
-    out.write(f"trace {report.source}: {len(report.requests)} request(s)\n")
+    out.write(f"trace {safe_text(report.source)}: {len(report.requests)} request(s)\n")
     if overrides:
         out.write("what if: " + " ".join(f"{k}={v}" for k, v in overrides.items()) + "\n")
     for request in report.requests:
         settings = _settings_text(request.settings)
-        out.write(f"\nrequest {request.request_id} ({request.mode} replay; {settings})\n")
+        out.write(
+            f"\nrequest {safe_text(request.request_id)} ({request.mode} replay; {safe_text(settings)})\n"
+        )
         out.write(_COLUMNS)
         for step in request.steps:
             out.write(_step_line(step))
         if request.recorded_outcome is not None:
-            out.write(f"  recorded outcome: {request.recorded_outcome.describe(would=False)}\n")
+            out.write(f"  recorded outcome: {safe_text(request.recorded_outcome.describe(would=False))}\n")
         if overrides and request.outcome is not None:
-            out.write(f"  what-if outcome:  {request.outcome.describe(would=True)}\n")
+            out.write(f"  what-if outcome:  {safe_text(request.outcome.describe(would=True))}\n")
         for note in request.notes:
-            out.write(f"  note: {note}\n")
+            out.write(f"  note: {safe_text(note)}\n")
         mismatch = request.first_mismatch
         if mismatch is None:
             out.write(f"  replay: all {len(request.steps)} steps matched\n")
         else:
             verb = "diverges" if overrides else "MISMATCH"
-            out.write(f"  replay {verb} at {mismatch.message}\n")
+            out.write(f"  replay {verb} at {safe_text(mismatch.message)}\n")

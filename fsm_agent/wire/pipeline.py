@@ -9,16 +9,25 @@ events that preceded it, so nothing already received is lost.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+import codecs
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from ..errors import FsmAgentError, ProviderStreamError, StreamLimitError
-from ..events import AttemptFailed, StreamEnd
+from ..events import AttemptFailed, FinishedResponse, StreamEnd
 from ..redact import redact, truncate
+from .shapes import PAYLOAD_ERRORS, as_malformed, parse_json
 from .sse import SSEDecodeError, SSEDecoder, SSEFrame
 
-__all__ = ["DEFAULT_MAX_BYTES", "Translator", "WirePipeline", "parse_json_payload"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "SLICE",
+    "JsonBodyPipeline",
+    "Translator",
+    "WirePipeline",
+    "parse_json_payload",
+    "slices",
+]
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -38,14 +47,9 @@ class Translator(Protocol):
 
 
 def parse_json_payload(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        raise ProviderStreamError(
-            f"the provider sent a stream frame that is not JSON: {truncate(redact(data), 200)!r}",
-            code="provider_stream_non_json_data",
-            raw_text=truncate(redact(data)),
-        ) from None
+    """One frame's payload as JSON (RES-10 for text that is not JSON; SEC-4 for NaN, 1e999 and
+    nesting past the recursion limit)."""
+    return parse_json(data, "stream frame")
 
 
 class WirePipeline:
@@ -129,7 +133,70 @@ class WirePipeline:
                 # it); the failure follows as the attempt's last event.
                 events.append(AttemptFailed(exc))
                 break
+            except PAYLOAD_ERRORS as exc:  # the last net (SEC-4): a shape no rule foresaw
+                events.append(AttemptFailed(as_malformed(exc, frame.data, "stream frame")))
+                break
         return events
+
+
+class JsonBodyPipeline:
+    """WIRE-5 / SEC-5: a 200 answered with one JSON body instead of an event stream.
+
+    The body is read like a stream — under the byte cap, each read decoded to text at once (an
+    incremental UTF-8 decoder, so the bytes are not kept) — and parsed when it ends, into one
+    `FinishedResponse` (`as_finished` turns the JSON into the SDK's object). Peak memory stays near
+    twice the body: its text, then its parsed value.
+    """
+
+    __slots__ = ("_as_finished", "_decoder", "_max_bytes", "_parts", "active", "bytes_read", "done")
+
+    def __init__(self, as_finished: Callable[[Any], Any], *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self._as_finished = as_finished
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._max_bytes = max_bytes
+        self._parts: list[str] = []
+        self.bytes_read = 0
+        self.active = False
+        self.done = False
+
+    def feed(self, chunk: bytes) -> list[Any]:
+        self.bytes_read += len(chunk)
+        if self.bytes_read > self._max_bytes:
+            self._parts.clear()
+            raise StreamLimitError(
+                f"the JSON body passed the cap of {self._max_bytes} bytes per attempt; aborted"
+            )
+        self.active = bool(chunk)
+        try:
+            self._parts.append(self._decoder.decode(chunk))
+        except UnicodeDecodeError as exc:
+            raise ProviderStreamError(
+                f"the provider's JSON body is not UTF-8: {exc}", code="provider_stream_invalid_utf8"
+            ) from None
+        return []
+
+    def end(self) -> list[Any]:
+        try:
+            self._parts.append(self._decoder.decode(b"", final=True))
+        except UnicodeDecodeError as exc:
+            raise ProviderStreamError(
+                f"the provider's JSON body is not UTF-8: {exc}", code="provider_stream_invalid_utf8"
+            ) from None
+        text = "".join(self._parts)
+        self._parts.clear()
+        body = parse_json(text, "JSON body")
+        del text
+        return [FinishedResponse(self._as_finished(body))]
+
+
+SLICE = 64 * 1024  # a read larger than this is decoded a slice at a time (SEC-5)
+
+
+def slices(chunk: bytes) -> Iterator[bytes]:
+    """A large read in slices of `SLICE` bytes, so each is decoded and delivered before the next:
+    the frames, texts and events of one huge read never exist all at once (SEC-5)."""
+    for start in range(0, len(chunk), SLICE):
+        yield chunk[start : start + SLICE]
 
 
 def _decode_error(exc: SSEDecodeError) -> ProviderStreamError:

@@ -1,0 +1,296 @@
+"""Declarative shapes of provider payloads, checked in one place before a translator reads them (SEC-4).
+
+A provider's payload is input, not trusted code: valid JSON of the wrong shape (a list where a
+string belongs, a string for a number, `true` for text, an object where an event list belongs)
+must become `ProviderStreamError(code="provider_stream_malformed_chunk")` naming the field, never a
+`TypeError` or `KeyError` deep inside a translator. Each API declares, per event type, the fields
+its translator reads and the JSON types each may hold (`Shape`); `Shape.check(payload)` walks only
+those fields, so its cost is a few dict lookups per event. Unknown fields are ignored (providers add
+fields all the time); a field's absence is `None`, allowed unless the field is `required`.
+
+`parse_json` is the one `json.loads` of provider text: NaN, Infinity and numbers that overflow to
+infinity (`1e999`) are rejected, and nesting deep enough to exhaust the recursion limit is a
+malformed payload, not a `RecursionError`. `guarded` is the last net around a translator: whatever
+plain-Python error a payload still provokes becomes the same malformed-chunk error.
+
+Pure: never performs I/O, never imports a provider SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from ..errors import FsmAgentError, ProviderStreamError
+from ..redact import redact, truncate
+
+__all__ = [
+    "BOOL",
+    "DICT",
+    "INT",
+    "LIST",
+    "NUMBER",
+    "PAYLOAD_ERRORS",
+    "STR",
+    "Shape",
+    "as_malformed",
+    "guarded",
+    "malformed",
+    "parse_json",
+]
+
+MALFORMED = "provider_stream_malformed_chunk"
+_NONE = type(None)
+
+# JSON types, as Python types. Type identity, not isinstance: `true` is no integer here.
+STR: tuple[type, ...] = (str,)
+INT: tuple[type, ...] = (int,)
+NUMBER: tuple[type, ...] = (int, float)
+BOOL: tuple[type, ...] = (bool,)
+DICT: tuple[type, ...] = (dict,)
+LIST: tuple[type, ...] = (list,)
+_JSON_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    dict: "an object",
+    list: "a list",
+    _NONE: "null",
+}
+
+
+def malformed(payload: str, what: str, value: object) -> ProviderStreamError:
+    """A payload of the wrong shape; `payload` says which ("Bedrock event", …), `what` the rule."""
+    text = truncate(redact(_safe_repr(value)), 200)
+    return ProviderStreamError(
+        f"malformed {payload}: {what}, got {_json_name(value)} {text}",
+        code=MALFORMED,
+        raw_text=text,
+    )
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except (RecursionError, ValueError):  # a deeply nested value, or an int too long to print
+        return f"<{type(value).__name__}>"
+
+
+def _json_name(value: object) -> str:
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+class _Wrong(Exception):
+    """Raised inside `Shape.check`; its path grows as it unwinds through the nested shapes."""
+
+    def __init__(self, path: tuple[str | int, ...], expected: str, value: object) -> None:
+        super().__init__(expected)
+        self.path: list[str | int] = list(path)
+        self.expected = expected
+        self.value = value
+
+
+class Shape:
+    """The fields of one JSON object a translator reads, and what each may hold.
+
+    `fields` maps a key to its JSON types (`STR`, `INT`, … or a tuple of them), or to a nested
+    `Shape` (an object), or to `[Shape]` (a list of such objects). `required` names the fields
+    that may not be absent or null. `by` and `cases` pick a further shape by the value of a
+    discriminating field (an event's `type`): `Shape(by="type", cases={"text_delta": …})`.
+
+    The declaration is compiled once into a straight-line checking function (as `dataclasses`
+    writes `__init__`): on the hot path, one dict lookup and one type test per declared field.
+    """
+
+    __slots__ = ("_check", "by", "cases", "check", "fields", "name", "required")
+
+    def __init__(
+        self,
+        name: str,
+        fields: Mapping[str, Any] | None = None,
+        *,
+        required: tuple[str, ...] = (),
+        by: str | None = None,
+        cases: Mapping[str, Shape] | None = None,
+    ) -> None:
+        self.name = name
+        self.fields = dict(fields or {})
+        self.required = required
+        self.by = by
+        self.cases = dict(cases or {})
+        self._check: Callable[[object], None] = _compile(self, wrapped=False)
+        # check(payload, what): raise the malformed-chunk error naming the first field of the
+        # wrong shape in `payload`; `what` names the payload ("Chat Completions chunk", …).
+        self.check: Callable[[object, str], None] = _compile(self, wrapped=True)
+
+
+def _report(wrong: _Wrong, what: str) -> ProviderStreamError:
+    path = "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in wrong.path)
+    return malformed(what, f"{path.lstrip('.') or 'the payload'} must be {wrong.expected}", wrong.value)
+
+
+def _compile(shape: Shape, *, wrapped: bool) -> Any:
+    """Write `shape`'s checking function: nested objects, lists and up to 16 discriminated cases
+    inlined (the first declared case tested first: declare the hot one first). `wrapped` adds the
+    translation of a failure into the malformed-chunk error. Keys and names come from our own
+    declarations only."""
+    env: dict[str, Any] = {"_Wrong": _Wrong, "_report": _report, "dict": dict, "list": list, "str": str}
+    if wrapped:
+        lines = ["def check(o, what):", "    try:"]
+        _emit(shape, "o", (), "        ", 0, lines, env)
+        lines += ["    except _Wrong as w:", "        raise _report(w, what) from None"]
+    else:
+        lines = ["def check(o):"]
+        _emit(shape, "o", (), "    ", 0, lines, env)
+    exec("\n".join(lines), env)  # our own declarations only, compiled once at import
+    return env["check"]
+
+
+def _path(path: tuple[str, ...]) -> str:
+    return "(" + "".join(f"{part}, " for part in path) + ")"
+
+
+def _emit(
+    shape: Shape, var: str, path: tuple[str, ...], ind: str, depth: int, lines: list[str], env: dict[str, Any]
+) -> None:
+    """Lines checking the object in `var` (at `path`: key literals and index variables)."""
+    const = f"K{len(env)}"
+    env[const] = f"a JSON object ({shape.name})"
+    lines.append(f"{ind}if type({var}) is not dict: raise _Wrong({_path(path)}, {const}, {var})")
+    get = f"g{depth}"
+    lines.append(f"{ind}{get} = {var}.get")
+    value = f"v{depth}"
+    for key, spec in shape.fields.items():
+        optional = key not in shape.required
+        nested = each = None
+        if isinstance(spec, Shape):
+            nested, kinds = spec, DICT
+        elif isinstance(spec, list):
+            each, kinds = spec[0], LIST
+        else:
+            kinds = tuple(spec)
+        here = (*path, repr(key))
+        expected = f"E{len(env)}"
+        env[expected] = " or ".join(_JSON_NAMES[kind] for kind in (*kinds, *((_NONE,) if optional else ())))
+        types = f"T{len(env)}"
+        env[types] = kinds[0] if len(kinds) == 1 else kinds
+        wrong_type = f"type({value}) is not {types}" if len(kinds) == 1 else f"type({value}) not in {types}"
+        raise_wrong = f"raise _Wrong({_path(here)}, {expected}, {value})"
+        lines.append(f"{ind}{value} = {get}({key!r})")
+        inner = ind
+        if optional:
+            lines.append(f"{ind}if {value} is not None:")
+            inner = ind + "    "
+        else:
+            lines.append(f"{ind}if {value} is None: {raise_wrong}")
+        lines.append(f"{inner}if {wrong_type}: {raise_wrong}")
+        if nested is not None:
+            _emit(nested, value, here, inner, depth + 1, lines, env)
+        elif each is not None:
+            index, item = f"i{depth}", f"it{depth}"
+            lines.append(f"{inner}for {index}, {item} in enumerate({value}):")
+            _emit(each, item, (*here, index), inner + "    ", depth + 1, lines, env)
+    if shape.by is not None:
+        kind = f"s{depth}"
+        lines.append(f"{ind}{kind} = {get}({shape.by!r})")
+        if len(shape.cases) <= 16:
+            for number, (name, case) in enumerate(shape.cases.items()):
+                lines.append(f"{ind}{'elif' if number else 'if'} {kind} == {name!r}:")
+                _emit(case, var, path, ind + "    ", depth + 1, lines, env)
+        else:
+            cases, found = f"CASES{len(env)}", f"c{depth}"
+            env[cases] = {name: case._check for name, case in shape.cases.items()}
+            lines += [
+                f"{ind}if type({kind}) is str:",
+                f"{ind}    {found} = {cases}.get({kind})",
+                f"{ind}    if {found} is not None:",
+                f"{ind}        try: {found}({var})",
+                f"{ind}        except _Wrong as w: w.path[0:0] = {_path(path)}; raise",
+            ]
+
+
+# -- JSON text --------------------------------------------------------------------------------------
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text[:40]} overflows a float")
+    return value
+
+
+_decode = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float).decode
+
+
+def parse_json(data: str | bytes, what: str) -> Any:
+    """Provider text as a JSON value: strict numbers, bounded nesting (SEC-4). A payload that is
+    not JSON at all is RES-10's `provider_stream_non_json_data`; one that is JSON but of a kind no
+    provider sends (NaN, 1e999, nesting past the recursion limit) is a malformed chunk."""
+    try:
+        return _decode(data if isinstance(data, str) else data.decode("utf-8"))
+    except RecursionError:
+        raise ProviderStreamError(
+            f"malformed {what}: nested too deeply to decode",
+            code=MALFORMED,
+            raw_text=truncate(redact(_head(data)), 200),
+        ) from None
+    except ValueError as exc:
+        text = _head(data)
+        if "JSON number" in str(exc) or "overflows" in str(exc):
+            raise ProviderStreamError(
+                f"malformed {what}: {exc}", code=MALFORMED, raw_text=truncate(redact(text), 200)
+            ) from None
+        raise ProviderStreamError(
+            f"the provider sent a stream frame that is not JSON: {truncate(redact(text), 200)!r}",
+            code="provider_stream_non_json_data",
+            raw_text=truncate(redact(text)),
+        ) from None
+
+
+def _head(data: str | bytes, limit: int = 8192) -> str:
+    head = data[:limit]
+    return head if isinstance(head, str) else head.decode("utf-8", "backslashreplace")
+
+
+# -- the last net -------------------------------------------------------------------------------------
+# What a translator's plain-Python code raises on a payload no shape rule foresaw.
+_PAYLOAD_ERRORS = (TypeError, KeyError, IndexError, AttributeError, ValueError, RecursionError, OverflowError)
+
+R = TypeVar("R")
+
+
+PAYLOAD_ERRORS = _PAYLOAD_ERRORS
+
+
+def as_malformed(exc: BaseException, payload: object, what: str) -> ProviderStreamError:
+    """The malformed-chunk error for a plain-Python error that `payload` provoked."""
+    error = ProviderStreamError(
+        f"malformed {what}: {type(exc).__name__}: {truncate(redact(_safe_str(exc)), 200)}",
+        code=MALFORMED,
+        raw_text=truncate(redact(_safe_repr(payload)), 200),
+    )
+    error.__cause__ = exc
+    return error
+
+
+def guarded(translate: Callable[[Any], R], payload: Any, what: str) -> R:
+    """`translate(payload)`, with a plain-Python error the payload provoked turned into the
+    malformed-chunk error (our own errors, ProviderStreamError included, pass unchanged)."""
+    try:
+        return translate(payload)
+    except FsmAgentError:
+        raise
+    except _PAYLOAD_ERRORS as exc:
+        raise as_malformed(exc, payload, what) from exc
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # pragma: no cover - an exception whose __str__ fails
+        return type(exc).__name__
