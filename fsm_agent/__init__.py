@@ -20,6 +20,8 @@ from .errors import (
     StreamStalledError,
     TraceFormatError,
 )
+from .health import MemoryHealth
+from .health_redis import RedisHealth
 from .result import StreamResult, ToolCall, Usage
 from .session import Session
 from .trace.replay import replay
@@ -32,9 +34,11 @@ __all__ = [
     "IncompleteStreamError",
     "JsonlSink",
     "MachineError",
+    "MemoryHealth",
     "MemorySink",
     "ProviderStreamError",
     "ProviderUnresponsiveError",
+    "RedisHealth",
     "ReplayMismatch",
     "ReplayReport",
     "Session",
