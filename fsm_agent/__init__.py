@@ -23,6 +23,7 @@ from .errors import (
 from .health import MemoryHealth
 from .health_redis import RedisHealth
 from .result import StreamResult, ToolCall, Usage
+from .routes import Route
 from .session import Session
 from .trace.replay import replay
 from .trace.report import ReplayReport
@@ -41,6 +42,7 @@ __all__ = [
     "RedisHealth",
     "ReplayMismatch",
     "ReplayReport",
+    "Route",
     "Session",
     "StreamLimitError",
     "StreamResult",

@@ -15,6 +15,7 @@ __all__ = [
     "CloseAttempt",
     "DeliverText",
     "Finish",
+    "LoadRoute",
     "OpenAttempt",
     "Raise",
     "Remember",
@@ -70,6 +71,13 @@ class RunFallback:
     """Serve the request without streaming; `response` is a finished object already in hand."""
 
     response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRoute:
+    """Switch to route `index` (RT-2): read its endpoint's health, then feed `RouteLoaded`."""
+
+    index: int
 
 
 @dataclass(frozen=True, slots=True)

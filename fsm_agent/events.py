@@ -25,6 +25,7 @@ __all__ = [
     "ReasoningDelta",
     "RefusalDelta",
     "ResponseMeta",
+    "RouteLoaded",
     "StaleTimeout",
     "Start",
     "StreamEnd",
@@ -136,6 +137,17 @@ WireEvent = (
 @dataclass(frozen=True, slots=True)
 class Start:
     """The request begins."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteLoaded:
+    """The driver switched to route `index` (RT-2) and read its endpoint's health (HL-1): what the
+    request's context continues from on that route."""
+
+    index: int
+    stale_streak: int = 0
+    streaming_disabled: bool = False
+    stream_options_unsupported: bool = False
 
 
 @dataclass(frozen=True, slots=True)

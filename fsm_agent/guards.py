@@ -24,6 +24,9 @@ class RequestContext:
     retries: int = 2
     unsupported: str = "fallback"
     stale_giveup: int = 5
+    # RT-1: the routes of the request, by name, and the one in use (its index)
+    route_names: tuple[str, ...] = ()
+    route: int = 0
     # session memory, as it was when the request started (updated as the request learns)
     stale_streak: int = 0
     streaming_disabled: bool = False
@@ -33,6 +36,7 @@ class RequestContext:
     retries_used: int = 0
     error: BaseException | None = None
     error_kind: ErrorKind | None = None
+    error_status: int | None = None  # the HTTP status the error carries, if any
     buffer_tool_input: bool = False
     finished_response: Any = None
     # per-attempt facts
@@ -49,6 +53,18 @@ class RequestContext:
         self.finish_seen = False
         self.error = None
         self.error_kind = None
+        self.error_status = None
+
+    def new_route(self, index: int) -> None:
+        """RT-2: the request goes on on route `index`, with a retry budget of its own."""
+        self.route = index
+        self.retries_used = 0
+        self.buffer_tool_input = False
+        self.finished_response = None
+
+    @property
+    def route_name(self) -> str | None:
+        return self.route_names[self.route] if self.route < len(self.route_names) else None
 
     def guard_inputs(self) -> dict[str, Any]:
         """The facts the guards read, as written into each transition record (TR-3)."""
@@ -65,6 +81,9 @@ class RequestContext:
             "stale_streak": self.stale_streak,
             "stale_giveup": self.stale_giveup,
             "streaming_disabled": self.streaming_disabled,
+            "route": self.route,
+            "routes": len(self.route_names),
+            "error_status": self.error_status,
         }
 
 
@@ -123,6 +142,20 @@ def tool_in_flight(ctx: RequestContext) -> bool:
     return ctx.tools_in_flight > 0
 
 
+def route_left(ctx: RequestContext) -> bool:
+    """RT-2: a route after the current one remains to be tried."""
+    return ctx.route + 1 < len(ctx.route_names)
+
+
+# RT-2: a key or a model that does not work on this route (HTTP 401, 403, 404).
+_REFUSED = frozenset({401, 403, 404})
+
+
+def route_refused(ctx: RequestContext) -> bool:
+    """RT-2: the route answered 401/403/404: its key or model does not work there."""
+    return ctx.error_kind is ErrorKind.PERMANENT and ctx.error_status in _REFUSED
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
@@ -137,5 +170,7 @@ GUARDS: dict[str, Guard] = {
         budget_left,
         has_visible_text,
         tool_in_flight,
+        route_left,
+        route_refused,
     )
 }

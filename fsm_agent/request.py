@@ -27,6 +27,7 @@ from .errors import (
     ToolInputError,
     classify,
     is_parser_error,
+    status_of,
 )
 from .events import (
     AttemptClosed,
@@ -40,6 +41,7 @@ from .events import (
     ReasoningDelta,
     RefusalDelta,
     ResponseMeta,
+    RouteLoaded,
     StaleTimeout,
     Start,
     StreamEnd,
@@ -53,7 +55,7 @@ from .machine import State, build_machine, guard_method
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
-__all__ = ["RECONNECT_MARKER", "RequestMachine", "dropped_tool_warning"]
+__all__ = ["RECONNECT_MARKER", "RequestMachine", "dropped_tool_warning", "switch_marker"]
 
 log = logging.getLogger("fsm_agent")
 
@@ -63,6 +65,11 @@ RecordHook = Callable[[TransitionRecord], None]
 EventHook = Callable[[object, float], None]
 
 RECONNECT_MARKER = "\n\n[connection lost mid tool-call; reconnecting…]\n\n"
+
+
+def switch_marker(route: str) -> str:
+    """RT-3: the line on_text gets when a request leaves a route mid tool-call."""
+    return f"\n\n[connection lost mid tool-call; switching to {route}…]\n\n"
 
 
 def dropped_tool_warning(names: list[str]) -> str:
@@ -89,7 +96,7 @@ def _event_summary(event: object) -> dict[str, Any]:
         summary["frames"], summary["keepalives"] = event.frames, event.keepalives
         if not event.complete:
             summary["complete"] = False
-    elif isinstance(event, ToolCallDelta | ToolCallEnd):
+    elif isinstance(event, ToolCallDelta | ToolCallEnd | RouteLoaded):
         summary["index"] = event.index
     return summary
 
@@ -116,6 +123,7 @@ class RequestMachine:
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
         self._raw: Any = None
         self.result: StreamResult | None = None
+        self._trigger = ""  # the trigger being fired (which row led into FAILED)
         build_machine(self)
 
     @property
@@ -254,6 +262,15 @@ class RequestMachine:
         self.ctx.stale_streak += 1
         return (act.Remember("stall"), *self._fire("stale", event, t))
 
+    def _route_loaded(self, event: RouteLoaded, t: float) -> tuple[Output, ...]:
+        # RT-2: the request goes on on the next route, from that endpoint's health (HL-1).
+        ctx = self.ctx
+        ctx.new_route(event.index)
+        ctx.stale_streak = event.stale_streak
+        ctx.streaming_disabled = event.streaming_disabled
+        ctx.stream_options_unsupported = event.stream_options_unsupported
+        return self._fire("route_ready", event, t)
+
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
         self._set_error(event.error, ErrorKind.FATAL if event.from_callback else event.kind)
         return self._fire("error", event, t)
@@ -292,6 +309,7 @@ class RequestMachine:
         StaleTimeout: _stale,
         AttemptFailed: _failed,
         AttemptClosed: _closed,
+        RouteLoaded: _route_loaded,
         Interrupt: _interrupt,
         FallbackFinished: _fallback_finished,
         FallbackDelivered: _fallback_delivered,
@@ -300,6 +318,7 @@ class RequestMachine:
     def _set_error(self, error: BaseException, kind: ErrorKind | None = None) -> None:
         self.ctx.error = error
         self.ctx.error_kind = kind if kind is not None else classify(error)
+        self.ctx.error_status = status_of(error)
         if isinstance(error, ToolInputError) or is_parser_error(error):
             # PRV-A4: later attempts ask the server to buffer and validate tool arguments.
             self.ctx.buffer_tool_input = True
@@ -308,6 +327,7 @@ class RequestMachine:
     def _fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
         source = self.state
         self.guard_values = {}
+        self._trigger = trigger
         inputs = self.ctx.guard_inputs()
         try:
             moved = getattr(self, trigger)()
@@ -335,6 +355,7 @@ class RequestMachine:
             tools_in_flight=self.ctx.tools_in_flight,
             cause=_event_summary(event),
             inputs=inputs,
+            route=self.ctx.route_name,
         )
         self.records.append(record)
         if self._on_record is not None:
@@ -367,6 +388,8 @@ class RequestMachine:
             return self._enter_stubbing()
         if dest is S.FALLBACK:
             return self._enter_fallback(source)
+        if dest is S.SWITCHING:
+            return self._enter_switching(source)
         if dest is S.DONE:
             return self._enter_done(source)
         if dest is S.FAILED:
@@ -415,10 +438,27 @@ class RequestMachine:
         out.append(act.CloseAttempt(then_feed_closed=True))
         return tuple(out)
 
+    def _enter_switching(self, source: State) -> tuple[Output, ...]:
+        ctx = self.ctx
+        following = ctx.route + 1
+        name = ctx.route_names[following]
+        out: list[Output] = []
+        if self._trigger in ("start", "route_ready"):  # RT-1: skipped without sending a request
+            why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} stalled requests in a row)"
+        else:
+            if ctx.visible_chars and ctx.tools_in_flight:  # RT-3: say why text may repeat
+                out.append(act.DeliverText(switch_marker(name)))
+            status = f"HTTP {ctx.error_status}, " if ctx.error_status is not None else ""
+            why = f"{ctx.route_name} failed ({status}{type(ctx.error).__name__}: {ctx.error})"
+            out.append(act.CloseAttempt(then_feed_closed=False))
+        out.insert(0 if not out else len(out) - 1, act.Status(f"switching to {name}: {why}"))
+        out.append(act.LoadRoute(following))
+        return tuple(out)
+
     def _enter_fallback(self, source: State) -> tuple[Output, ...]:
         ctx = self.ctx
         out: list[Output] = []
-        if source is not S.IDLE:
+        if source is not S.IDLE and source is not S.SWITCHING:  # learned now, not read at the start
             ctx.streaming_disabled = True
             out.append(act.Remember("streaming_disabled"))
             out.append(act.Status(f"streaming unavailable ({ctx.error}); falling back to a plain request"))
@@ -433,6 +473,7 @@ class RequestMachine:
         if self._raw is not None:
             result.raw = self._raw
         result.records = self.records
+        result.route = self.ctx.route_name
         self.result = result
         self.ctx.stale_streak = 0
         return (act.CloseAttempt(then_feed_closed=False), act.Remember("success"), act.Finish(result))
@@ -440,7 +481,7 @@ class RequestMachine:
     def _enter_failed(self, source: State) -> tuple[Output, ...]:
         ctx = self.ctx
         error = ctx.error
-        if source is S.IDLE:  # the breaker row of `start`
+        if self._trigger in ("start", "route_ready"):  # the breaker rows (WD-3, RT-1)
             error = ProviderUnresponsiveError(
                 f"provider unresponsive: {ctx.stale_streak} consecutive stalled requests "
                 f"(stale_giveup={ctx.stale_giveup}); not connecting"

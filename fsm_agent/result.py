@@ -45,6 +45,7 @@ class StreamResult:
     provider_data: dict[str, Any] = field(default_factory=dict)
     raw: Any = None
     records: list[Any] = field(default_factory=list)
+    route: str | None = None  # RT-1: the name of the route that answered
 
     def to_chat_completion(self) -> SimpleNamespace:
         """An OpenAI ChatCompletion-shaped object (attribute access like the SDK's model)."""

@@ -17,12 +17,13 @@ from typing import Any, Protocol
 from .drivers.common import Callbacks, ClientSource
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
+from .events import RouteLoaded
 from .guards import RequestContext
 from .logs import log_record
-from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
 from .request import RequestMachine
 from .result import StreamResult
+from .routes import PreparedRoute, is_route_list, prepare_one, prepare_routes
 from .timeouts import resolve_retries, resolve_stale_giveup, resolve_stale_timeout
 from .trace.records import TransitionRecord
 from .trace.sinks import EventRecorder, resolve_sink, write_request_header
@@ -44,6 +45,7 @@ class RequestPlan:
     params: dict[str, Any]
     machine: RequestMachine
     stale_timeout: float
+    routes: list[PreparedRoute]  # RT-1: the first is the one `source`, `adapter`, `params` belong to
 
 _UNSUPPORTED_MODES = ("fallback", "raise")
 
@@ -80,7 +82,7 @@ class Session:
     def stream(
         self,
         client_or_factory: Any,
-        params: dict[str, Any],
+        params: dict[str, Any] | None = None,
         api: str | None = None,
         on_text: Callable[[str], Any] | None = None,
         on_reasoning: Callable[[str], Any] | None = None,
@@ -89,7 +91,11 @@ class Session:
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
     ) -> StreamResult:
-        """Run one streaming request to its end; see SPEC §1."""
+        """Run one streaming request to its end; see SPEC §1.
+
+        `client_or_factory` may be a list of `Route`s (RT-1): each carries its own params and api,
+        and the request goes on on the next route when one cannot serve it (RT-2, RT-3).
+        """
         plan = self._plan(client_or_factory, params, api)
         watchdog = Watchdog(plan.stale_timeout, interrupt)
         driver = SyncDriver(
@@ -101,6 +107,8 @@ class Session:
             watchdog=watchdog,
             remember=self._remember,
             max_bytes=self.max_bytes,
+            routes=plan.routes,
+            load_route=self._load_route,
         )
         with self._in_flight_as(watchdog):
             return driver.run()
@@ -108,7 +116,7 @@ class Session:
     async def astream(
         self,
         client_or_factory: Any,
-        params: dict[str, Any],
+        params: dict[str, Any] | None = None,
         api: str | None = None,
         on_text: Callable[[str], Any] | None = None,
         on_reasoning: Callable[[str], Any] | None = None,
@@ -136,28 +144,45 @@ class Session:
         return resolve_stale_timeout(self._stale_timeout, model)
 
     # -- internals -------------------------------------------------------------------------------
-    def _plan(self, client_or_factory: Any, params: dict[str, Any], api: str | None) -> RequestPlan:
-        if not isinstance(params, dict):
-            raise TypeError("params must be a dict of the SDK's request keyword arguments")
-        source = ClientSource(client_or_factory)
-        api_name = api or infer_api(source.peek(), params)
-        adapter = adapter_for(api_name)
+    def _plan(self, client_or_factory: Any, params: dict[str, Any] | None, api: str | None) -> RequestPlan:
+        if is_route_list(client_or_factory):
+            if params is not None or api is not None:
+                raise TypeError("with a list of routes, params and api belong to each fsm_agent.Route")
+            routes = prepare_routes(client_or_factory, self.stale_timeout_for)
+        else:
+            routes = [prepare_one(client_or_factory, params, api, self.stale_timeout_for)]
+        first = routes[0]
         plan = RequestPlan(
-            source=source,
-            adapter=adapter,
-            params=dict(params),
-            machine=self._new_machine(),
-            stale_timeout=self.stale_timeout_for(adapter.model_of(params)),
+            source=first.source,
+            adapter=first.adapter,
+            params=first.params,
+            machine=self._new_machine(tuple(route.name for route in routes)),
+            stale_timeout=first.stale_timeout,
+            routes=routes,
         )
         if self.trace is not None:  # the request's header line: what replay rebuilds it from
             write_request_header(
                 self.trace,
                 plan.machine,
-                api=api_name,
-                model=adapter.model_of(params),
+                api=first.api,
+                model=first.model,
                 stale_timeout=plan.stale_timeout,
+                routes=[route.header() for route in routes],
             )
         return plan
+
+    def _load_route(self, index: int) -> RouteLoaded:
+        """RT-2: what a request switching to route `index` continues from (HL-1)."""
+        with self._lock:
+            return RouteLoaded(
+                index,
+                stale_streak=self.stale_streak,
+                streaming_disabled=self.streaming_disabled,
+                stream_options_unsupported=self.stream_options_unsupported,
+            )
+
+    async def _aload_route(self, index: int) -> RouteLoaded:
+        return self._load_route(index)
 
     @contextlib.contextmanager
     def _in_flight_as(self, handle: Interruptible) -> Iterator[None]:
@@ -170,9 +195,10 @@ class Session:
             with self._lock:
                 self._in_flight.discard(handle)
 
-    def _new_machine(self) -> RequestMachine:
+    def _new_machine(self, route_names: tuple[str, ...]) -> RequestMachine:
         with self._lock:
             ctx = RequestContext(
+                route_names=route_names,
                 retries=self.retries,
                 unsupported=self.unsupported,
                 stale_giveup=self.stale_giveup,

@@ -83,6 +83,8 @@ async def run_async(
         watchdog=watchdog,
         remember=session._remember,
         max_bytes=session.max_bytes,
+        routes=plan.routes,
+        load_route=session._aload_route,
     )
     with session._in_flight_as(watchdog):
         return await driver.run()
@@ -105,6 +107,9 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         finally:
             self.watchdog.stop()
             await self._close_attempt()
+            for source in self._unused_routes():
+                with contextlib.suppress(Exception):
+                    await source.arelease()
 
     async def _loop(self) -> StreamResult:
         steps = self._steps()
@@ -126,10 +131,19 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return ()
         if kind is act.RunFallback:
             return await self._run_fallback(action.response)
+        if kind is act.LoadRoute:
+            return await self._load_route(action.index)
         if kind is act.Status:
             await self.delivery.status(action.message)
             return ()
         return await self._deliver(action)
+
+    async def _load_route(self, index: int) -> Decided:
+        """RT-2: go on on route `index`, from its endpoint's health."""
+        assert self.load_route is not None
+        self._use_route(index)
+        loaded = await self.load_route(index)
+        return self._feed_control(loaded)
 
     def _record_cancellation(self) -> None:
         """The caller cancelled the task: the machine hears an Interrupt, for the record (RES-11)."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Generator
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import actions as act
 from ..errors import MachineError
@@ -24,6 +24,9 @@ from ..request import RequestMachine
 from ..result import StreamResult
 from ..wire.pipeline import Translator, WirePipeline
 from .common import CallbackError, Callbacks, ClientSource, failure_event
+
+if TYPE_CHECKING:
+    from ..routes import PreparedRoute
 
 __all__ = ["Decided", "DriverCore", "WatchdogState"]
 
@@ -57,6 +60,8 @@ class DriverCore(Generic[W]):
         watchdog: W,
         remember: Callable[[str], None],
         max_bytes: int,
+        routes: Sequence[PreparedRoute] = (),
+        load_route: Callable[[int], Any] | None = None,
     ) -> None:
         self.machine = machine
         self.source = source
@@ -66,7 +71,20 @@ class DriverCore(Generic[W]):
         self.watchdog = watchdog
         self.remember = remember
         self.max_bytes = max_bytes
+        self.routes = routes  # RT-1: the request's routes; `source`/`adapter`/`params` are the current one's
+        self.load_route = load_route  # reads a route's endpoint health: a RouteLoaded (awaitable in async)
         self._t0 = time.monotonic()
+
+    def _use_route(self, index: int) -> None:
+        """RT-2: later attempts go to route `index` (its client, API, params and stale timeout)."""
+        route = self.routes[index]
+        self.source, self.adapter, self.params = route.source, route.adapter, route.params
+        self.watchdog.stale_timeout = route.stale_timeout
+
+    def _unused_routes(self) -> list[Any]:
+        """Sources of the routes other than the current one (a factory's client made to infer an API
+        is closed with the request)."""
+        return [route.source for route in self.routes if route.source is not self.source]
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
@@ -79,8 +97,8 @@ class DriverCore(Generic[W]):
         """Yield each action that needs I/O; the driver performs it and sends back what the machine
         decided meanwhile (or nothing). Returns the result; raises what the machine raises.
 
-        The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `Status`, and the deltas
-        to deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
+        The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `LoadRoute`, `Status`, and
+        the deltas to deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
         `TextDelta`). A delivery's decision (a content callback raised) replaces what was left.
         """
         pending: deque[Any] = deque(self._feed(Start()))
@@ -95,7 +113,7 @@ class DriverCore(Generic[W]):
             if kind is act.Remember:
                 self.remember(action.fact)
                 continue
-            io_bound = kind is act.OpenAttempt or kind is act.RunFallback
+            io_bound = kind is act.OpenAttempt or kind is act.RunFallback or kind is act.LoadRoute
             if io_bound and self.watchdog.interrupted:
                 pending.extend(self._feed(Interrupt()))  # noticed between actions: it wins (RES-11)
                 continue

@@ -29,6 +29,7 @@ from ..events import (
     ReasoningDelta,
     RefusalDelta,
     ResponseMeta,
+    RouteLoaded,
     StaleTimeout,
     Start,
     StreamEnd,
@@ -65,6 +66,11 @@ class RecordedError(Exception):
     module: str | None = None
     status: int | None = None
     code: str | None = None
+
+    @property
+    def status_code(self) -> int | None:
+        """The recorded HTTP status, where an SDK error keeps it (RT-2 decides on it)."""
+        return self.status
 
 
 class RecordedResponse:
@@ -170,6 +176,12 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     StaleTimeout: lambda e: {"stale_timeout": e.stale_timeout},
     Interrupt: lambda e: {},
     AttemptClosed: lambda e: {},
+    RouteLoaded: lambda e: {
+        "index": e.index,
+        "stale_streak": e.stale_streak,
+        "streaming_disabled": e.streaming_disabled,
+        "stream_options_unsupported": e.stream_options_unsupported,
+    },
     FallbackDelivered: lambda e: {},
     AttemptFailed: lambda e: {
         "error": encode_error(e.error, e.from_callback, e.kind),
@@ -271,6 +283,22 @@ def _failed(fields: dict[str, Any]) -> AttemptFailed:
     return AttemptFailed(error, from_callback, None if from_callback else kind)
 
 
+def _bool(fields: dict[str, Any], name: str) -> bool:
+    value = fields.get(name, False)
+    if isinstance(value, bool):
+        return value
+    raise CodecError(f"{name!r} must be a boolean, not {type(value).__name__}")
+
+
+def _route_loaded(fields: dict[str, Any]) -> RouteLoaded:
+    index, streak = _int(fields, "index"), _int(fields, "stale_streak")
+    if index < 0 or streak < 0:
+        raise CodecError("'index' and 'stale_streak' must not be negative")
+    return RouteLoaded(
+        index, streak, _bool(fields, "streaming_disabled"), _bool(fields, "stream_options_unsupported")
+    )
+
+
 _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "TextDelta": lambda f: TextDelta(_str(f, "text")),
     "ReasoningDelta": lambda f: ReasoningDelta(_str(f, "text")),
@@ -292,6 +320,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "StaleTimeout": lambda f: StaleTimeout(_number(f, "stale_timeout")),
     "Interrupt": lambda f: Interrupt(),
     "AttemptClosed": lambda f: AttemptClosed(),
+    "RouteLoaded": lambda f: _route_loaded(f),
     "FallbackDelivered": lambda f: FallbackDelivered(),
     "AttemptFailed": _failed,
     "FallbackFinished": _fallback,

@@ -58,6 +58,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "stale_streak": (int,),
     "streaming_disabled": (bool,),
     "stream_options_unsupported": (bool,),
+    "routes": (int,),  # RT-: keep only the first N routes (what if there had been no fallback?)
 }
 _DEFAULTS: dict[str, Any] = {
     "retries": 2,
@@ -67,6 +68,7 @@ _DEFAULTS: dict[str, Any] = {
     "stale_streak": 0,
     "streaming_disabled": False,
     "stream_options_unsupported": False,
+    "routes": None,
 }
 
 
@@ -117,6 +119,8 @@ def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
             raise ValueError("stale_timeout must be positive")
         if name in ("retries", "stale_giveup", "stale_streak") and value < 0:
             raise ValueError(f"{name} must not be negative")
+        if name == "routes" and value < 1:
+            raise ValueError("routes must be at least 1")
         checked[name] = float(value) if name == "stale_timeout" else value
     return checked
 
@@ -143,11 +147,22 @@ def recorded_settings(found: RequestTrace) -> dict[str, Any]:
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             raise TraceFormatError(f"request {found.request_id} ({where}): bad {name} {value!r}")
         settings[name] = value
+    names = header.routes if header is not None else ()
+    if not names and header is not None and header.api is not None:
+        names = (f"{header.api}:{header.model}",)  # a trace from before routes: its one route
+    if not names:  # no header: the route names the records carry
+        names = tuple(dict.fromkeys(record.route for record in found.records if record.route is not None))
+    settings["route_names"] = names
+    settings["routes"] = len(names) or None
     return settings
 
 
 def new_machine(request_id: str, settings: dict[str, Any]) -> RequestMachine:
+    names: tuple[str, ...] = settings.get("route_names", ())
+    if settings.get("routes") is not None:
+        names = names[: settings["routes"]]
     ctx = RequestContext(
+        route_names=names,
         retries=settings["retries"],
         unsupported=settings["unsupported"],
         stale_giveup=settings["stale_giveup"],
@@ -314,6 +329,8 @@ def _set_inputs(
     except ValueError:
         raise TraceFormatError(f"line {line}: unknown error kind {kind_name!r}") from None
     ctx.error = _stand_in(error_name, ctx.error_kind, line) if error_name is not None else None
+    ctx.error_status = _take(inputs, "error_status", (int,), None, line)
+    ctx.route = _take(inputs, "route", (int,), ctx.route, line)
 
 
 def _stand_in(name: str, kind: ErrorKind | None, line: int) -> BaseException:
