@@ -1,10 +1,11 @@
 """`fsm-agent replay FILE`: replay a trace offline and print its timeline (TR-3, TR-4).
 
 One line per transition: time, attempt, source -> dest, trigger, the delivered text so far and the
-guards that decided it; then how the request ended. `--retries`, `--stale-timeout`, `--unsupported`
-and `--stale-giveup` replay it under other settings and show where it would diverge and how it
-would have ended. Exit status: 0 when every step matched, 1 on a mismatch (or a divergence under
-other settings), 2 when the trace cannot be read. Needs no network and no provider SDK.
+guards that decided it, and — for a request over several routes (RT-1) — the route of each step;
+then how the request ended. `--retries`, `--stale-timeout`, `--unsupported`, `--stale-giveup` and
+`--routes N` (only the first N routes) replay it under other settings and show where it would
+diverge and how it would have ended. Exit status: 0 when every step matched, 1 on a mismatch (or a
+divergence under other settings), 2 when the trace cannot be read. Needs no network and no provider SDK.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stale-timeout", type=float, default=None, help="what if stale_timeout had been S")
     parser.add_argument("--unsupported", choices=("fallback", "raise"), default=None)
     parser.add_argument("--stale-giveup", type=int, default=None)
+    parser.add_argument(
+        "--routes", type=int, default=None, help="what if only the first N routes had been given"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         "stale_timeout": args.stale_timeout,
         "unsupported": args.unsupported,
         "stale_giveup": args.stale_giveup,
+        "routes": args.routes,
     }
     try:
         report = replay(args.file, request_id=args.request, **settings)
@@ -72,7 +77,7 @@ def _deciding(record: Any) -> str:
 
 
 def _settings_text(settings: dict[str, Any]) -> str:
-    names = ("retries", "stale_timeout", "unsupported", "stale_giveup")
+    names = ("retries", "stale_timeout", "unsupported", "stale_giveup", "routes")
     return " ".join(
         f"{name}={settings[name]:g}" if isinstance(settings[name], float) else f"{name}={settings[name]}"
         for name in names
@@ -80,12 +85,15 @@ def _settings_text(settings: dict[str, Any]) -> str:
     )
 
 
-_COLUMNS = (
-    f"  {'step':>4} {'t (s)':>8} {'att':>3}  {'source -> dest':<34} {'trigger':<17} {'chars':>6}  guards\n"
-)
+def _columns(route_width: int) -> str:
+    route = f"{'route':<{route_width}} " if route_width else ""
+    return (
+        f"  {'step':>4} {'t (s)':>8} {'att':>3}  {route}{'source -> dest':<34} {'trigger':<17} "
+        f"{'chars':>6}  guards\n"
+    )
 
 
-def _step_line(step: Any) -> str:
+def _step_line(step: Any, route_width: int = 0) -> str:
     record = step.shown
     mark = "  " if step.matched else "!!"
     if step.replayed is None:
@@ -95,8 +103,9 @@ def _step_line(step: Any) -> str:
     else:
         chars = str(record.visible_chars)
     move = f"{record.source} -> {record.dest}"
+    route = f"{record.route or '-':<{route_width}} " if route_width else ""
     line = (
-        f"{mark}{step.index:>4} {record.t:8.3f} {record.attempt:>3}  {move:<34} "
+        f"{mark}{step.index:>4} {record.t:8.3f} {record.attempt:>3}  {route}{move:<34} "
         f"{record.trigger:<17} {chars:>6}  {_deciding(record)}\n"
     )
     if step.matched:
@@ -117,9 +126,11 @@ def format_report(report: Any, out: TextIO) -> None:
     for request in report.requests:
         settings = _settings_text(request.settings)
         out.write(f"\nrequest {request.request_id} ({request.mode} replay; {settings})\n")
-        out.write(_COLUMNS)
+        names = request.settings.get("route_names") or ()
+        width = max(len("route"), *map(len, names)) if len(names) > 1 else 0  # RT-1: each step's route
+        out.write(_columns(width))
         for step in request.steps:
-            out.write(_step_line(step))
+            out.write(_step_line(step, width))
         if request.recorded_outcome is not None:
             out.write(f"  recorded outcome: {request.recorded_outcome.describe(would=False)}\n")
         if overrides and request.outcome is not None:
