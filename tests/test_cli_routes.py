@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from test_cli_plain import command, run, run_all, summary, trace_lines
@@ -63,3 +64,15 @@ def test_a_bad_fallback_is_one_line() -> None:
         done = run("stream", "--emulator", "happy", "--fallback", value, "hi")
         assert done.returncode == 2, value
         assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_live_view_shows_the_switch_and_the_route() -> None:
+    from test_cli_tty import Terminal
+
+    term = Terminal("demo", "provider-down", "--frame-delay", "0.02")
+    term.wait_for(lambda t: "route chat_completions:emulator-2" in t.transcript)  # the status bar
+    assert term.finish() == 0
+    transcript = term.transcript
+    assert "switching to chat_completions:emulator-2" in transcript  # the warning line
+    assert "↪ now on route chat_completions:emulator-2" in transcript
+    assert re.search(r"route\s+chat_completions:emulator-2", term.text)  # the summary panel
