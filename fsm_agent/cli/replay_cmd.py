@@ -85,6 +85,11 @@ def _settings_text(settings: dict[str, Any]) -> str:
     )
 
 
+def _printable(name: str) -> str:
+    """A route name from a trace, safe to print: no control characters or escape codes (SEC-7)."""
+    return "".join(char if char.isprintable() else "?" for char in name[:64])
+
+
 def _columns(route_width: int) -> str:
     route = f"{'route':<{route_width}} " if route_width else ""
     return (
@@ -103,7 +108,7 @@ def _step_line(step: Any, route_width: int = 0) -> str:
     else:
         chars = str(record.visible_chars)
     move = f"{record.source} -> {record.dest}"
-    route = f"{record.route or '-':<{route_width}} " if route_width else ""
+    route = f"{_printable(record.route or '-'):<{route_width}} " if route_width else ""
     line = (
         f"{mark}{step.index:>4} {record.t:8.3f} {record.attempt:>3}  {route}{move:<34} "
         f"{record.trigger:<17} {chars:>6}  {_deciding(record)}\n"
@@ -127,7 +132,7 @@ def format_report(report: Any, out: TextIO) -> None:
         settings = _settings_text(request.settings)
         out.write(f"\nrequest {request.request_id} ({request.mode} replay; {settings})\n")
         names = request.settings.get("route_names") or ()
-        width = max(len("route"), *map(len, names)) if len(names) > 1 else 0  # RT-1: each step's route
+        width = max(len("route"), *(len(_printable(name)) for name in names)) if len(names) > 1 else 0
         out.write(_columns(width))
         for step in request.steps:
             out.write(_step_line(step, width))
