@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from .backoff import Backoff
 from .errors import (
     EmptyStreamError,
     FsmAgentError,
@@ -30,6 +31,7 @@ from .trace.report import ReplayReport
 from .trace.sinks import JsonlSink, MemorySink
 
 __all__ = [
+    "Backoff",
     "EmptyStreamError",
     "FsmAgentError",
     "IncompleteStreamError",

@@ -22,6 +22,7 @@ __all__ = [
     "RunFallback",
     "Status",
     "ToolNamed",
+    "Wait",
 ]
 
 
@@ -61,9 +62,20 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class Remember:
-    """Update session memory: `stream_options_unsupported`, `streaming_disabled`, `stall`, `success`."""
+    """Update the endpoint's health (HL-1): `stream_options_unsupported`, `streaming_disabled`,
+    `stall`, `success`, or `cooldown` for `seconds` from now (BO-6)."""
 
     fact: str
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Wait `seconds` (state `waiting`, BO-2), interruptibly and with the watchdog disarmed; then
+    feed `WaitOver`. `source` says why: "retry-after-ms", "retry-after", "backoff", "cooldown"."""
+
+    seconds: float
+    source: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,8 @@ import enum
 import re
 from typing import Any
 
+from .backoff import should_retry_header
+
 __all__ = [
     "EmptyStreamError",
     "ErrorKind",
@@ -42,6 +44,7 @@ __all__ = [
     "TraceFormatError",
     "classify",
     "is_parser_error",
+    "is_transient_status",
 ]
 
 
@@ -89,7 +92,14 @@ class StreamStalledError(FsmAgentError, TimeoutError):
 
 
 class ProviderUnresponsiveError(FsmAgentError, RuntimeError):
-    """Too many consecutive stalls: the session refuses to connect again (WD-3)."""
+    """Too many consecutive stalls: the endpoint's breaker is open (WD-3, BO-7).
+
+    `retry_at` is when the next probe is allowed (wall-clock seconds, as `time.time()`), or None.
+    """
+
+    def __init__(self, message: str, *, retry_at: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
 
 
 class StreamingUnsupportedError(FsmAgentError):
@@ -184,9 +194,18 @@ _FATAL_STREAM_CODES = frozenset(
         "provider_stream_frame_too_large",
     }
 )
-_TRANSIENT_STATUS = frozenset({500, 502, 503, 504, 529})
+# BO-1: 408, 409, 429 and every 5xx (529, Anthropic's "overloaded", included).
+_TRANSIENT_4XX = frozenset({408, 409, 429})
 _TRANSIENT_PROVIDER_CODES = frozenset(
-    {"overloaded_error", "api_error", "server_error", "internal_server_error", "service_unavailable"}
+    {
+        "overloaded_error",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "api_error",
+        "server_error",
+        "internal_server_error",
+        "service_unavailable",
+    }
 )
 # botocore ClientError / EventStreamError codes (Bedrock, any case) that are worth another attempt.
 _TRANSIENT_AWS_CODES = frozenset(
@@ -195,8 +214,14 @@ _TRANSIENT_AWS_CODES = frozenset(
         "modelstreamerrorexception",
         "throttlingexception",
         "serviceunavailableexception",
+        "modelnotreadyexception",
     }
 )
+
+
+def is_transient_status(status: int) -> bool:
+    """BO-1: an HTTP status worth another attempt."""
+    return status in _TRANSIENT_4XX or 500 <= status <= 599
 
 
 def _class_keys(exc: BaseException) -> set[tuple[str, str]]:
@@ -260,7 +285,8 @@ def classify(exc: BaseException) -> ErrorKind:
     if isinstance(exc, ProviderStreamError):
         if exc.code in _FATAL_STREAM_CODES:
             return ErrorKind.FATAL
-        if exc.transient or exc.code in _TRANSIENT_PROVIDER_CODES:
+        code = exc.code.lower() if isinstance(exc.code, str) else None
+        if exc.transient or code in _TRANSIENT_PROVIDER_CODES or code in _TRANSIENT_AWS_CODES:
             return ErrorKind.TRANSIENT
         if _CONNECTION_LOST.search(str(exc)):
             return ErrorKind.TRANSIENT
@@ -276,9 +302,14 @@ def classify(exc: BaseException) -> ErrorKind:
         return ErrorKind.STREAM_OPTIONS_REJECTED
     if status is not None and 400 <= status < 500 and _STREAMING_UNSUPPORTED.search(text):
         return ErrorKind.STREAMING_UNSUPPORTED
+    if status is not None:
+        # BO-1: the server's own word, when it gives one, overrides the status.
+        should_retry = should_retry_header(exc)
+        if should_retry is not None:
+            return ErrorKind.TRANSIENT if should_retry else ErrorKind.PERMANENT
     if aws_error_code(exc).lower() in _TRANSIENT_AWS_CODES:
         return ErrorKind.TRANSIENT
-    if status in _TRANSIENT_STATUS:
+    if status is not None and is_transient_status(status):
         return ErrorKind.TRANSIENT
     if status is not None:
         return ErrorKind.PERMANENT

@@ -33,6 +33,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "UsageReport",
+    "WaitOver",
     "WireEvent",
 ]
 
@@ -148,6 +149,9 @@ class RouteLoaded:
     stale_streak: int = 0
     streaming_disabled: bool = False
     stream_options_unsupported: bool = False
+    cooldown_s: float = 0.0  # BO-6: how long that endpoint's cooldown still runs
+    breaker_probe: bool = False  # BO-7: this request holds that endpoint's half-open probe
+    breaker_retry_at: float | None = None  # BO-7: when that endpoint's next probe is allowed
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +177,15 @@ class AttemptFailed:
     error: BaseException
     from_callback: bool = False
     kind: ErrorKind | None = None
+    # BO-2: the server's hint (seconds from when the attempt failed) and where it came from
+    # ("retry-after-ms", "retry-after"); read at the boundary, where the wall clock is.
+    hint: float | None = None
+    hint_source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitOver:
+    """The wait the machine asked for (state `waiting`, BO-2) has passed."""
 
 
 @dataclass(frozen=True, slots=True)

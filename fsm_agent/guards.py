@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .backoff import Backoff
 from .errors import ErrorKind
 
 __all__ = ["GUARDS", "RequestContext"]
@@ -27,10 +28,17 @@ class RequestContext:
     # RT-1: the routes of the request, by name, and the one in use (its index)
     route_names: tuple[str, ...] = ()
     route: int = 0
-    # session memory, as it was when the request started (updated as the request learns)
+    backoff_base: float = 0.5  # BO-2: `Backoff` flattened, so a what-if can change one part
+    backoff_cap: float = 8.0
+    max_wait: float = 60.0  # BO-3
+    seed: int = 0  # BO-5: the jitter's seed, recorded in the trace
+    # the endpoint's health, as it was when the request started (updated as the request learns)
     stale_streak: int = 0
     streaming_disabled: bool = False
     stream_options_unsupported: bool = False
+    cooldown_s: float = 0.0  # BO-6: how long the endpoint's cooldown still runs
+    breaker_probe: bool = False  # BO-7: this request is the half-open breaker's one probe
+    breaker_retry_at: float | None = None  # BO-7: when the next probe is allowed (wall clock)
     # request facts
     attempt: int = 0
     retries_used: int = 0
@@ -39,6 +47,11 @@ class RequestContext:
     error_status: int | None = None  # the HTTP status the error carries, if any
     buffer_tool_input: bool = False
     finished_response: Any = None
+    # the wait before the next attempt (BO-2), decided with the error that ended this one
+    hint_s: float | None = None
+    hint_source: str | None = None
+    wait_s: float = 0.0
+    wait_source: str | None = None
     # per-attempt facts
     delivered_chars: int = 0
     visible_chars: int = 0
@@ -54,6 +67,10 @@ class RequestContext:
         self.error = None
         self.error_kind = None
         self.error_status = None
+        self.hint_s = None
+        self.hint_source = None
+        self.wait_s = 0.0
+        self.wait_source = None
 
     def new_route(self, index: int) -> None:
         """RT-2: the request goes on on route `index`, with a retry budget of its own."""
@@ -65,6 +82,9 @@ class RequestContext:
     @property
     def route_name(self) -> str | None:
         return self.route_names[self.route] if self.route < len(self.route_names) else None
+
+    def backoff(self) -> Backoff:
+        return Backoff(base=self.backoff_base, cap=self.backoff_cap, max_wait=self.max_wait)
 
     def guard_inputs(self) -> dict[str, Any]:
         """The facts the guards read, as written into each transition record (TR-3)."""
@@ -84,6 +104,13 @@ class RequestContext:
             "route": self.route,
             "routes": len(self.route_names),
             "error_status": self.error_status,
+            "breaker_probe": self.breaker_probe,
+            "cooldown_s": self.cooldown_s,
+            "max_wait": self.max_wait,
+            "hint_s": self.hint_s,
+            "hint_source": self.hint_source,
+            "wait_s": self.wait_s,
+            "wait_source": self.wait_source,
         }
 
 
@@ -91,8 +118,29 @@ Guard = Callable[[RequestContext], bool]
 
 
 def breaker_tripped(ctx: RequestContext) -> bool:
-    """WD-3: the session has stalled `stale_giveup` times in a row."""
-    return ctx.stale_giveup > 0 and ctx.stale_streak >= ctx.stale_giveup
+    """WD-3 / BO-7: the endpoint stalled `stale_giveup` times in a row, and this request is not
+    the half-open breaker's probe."""
+    return ctx.stale_giveup > 0 and ctx.stale_streak >= ctx.stale_giveup and not ctx.breaker_probe
+
+
+def cooling_down(ctx: RequestContext) -> bool:
+    """BO-6: the endpoint is in a cooldown the request will wait out (one within `max_wait`)."""
+    return 0 < ctx.cooldown_s <= ctx.max_wait
+
+
+def cooldown_too_long(ctx: RequestContext) -> bool:
+    """RT-1: the endpoint's cooldown runs longer than `max_wait`: another route is tried instead."""
+    return ctx.cooldown_s > ctx.max_wait
+
+
+def hint_too_long(ctx: RequestContext) -> bool:
+    """BO-3: the server asked for a wait longer than `max_wait`: not waited out."""
+    return ctx.hint_s is not None and ctx.hint_s > ctx.max_wait
+
+
+def must_wait(ctx: RequestContext) -> bool:
+    """BO-2: the next attempt waits first (a hint, or back-off above zero)."""
+    return ctx.wait_s > 0
 
 
 def streaming_disabled(ctx: RequestContext) -> bool:
@@ -160,6 +208,8 @@ GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
         breaker_tripped,
+        cooling_down,
+        cooldown_too_long,
         streaming_disabled,
         is_fatal,
         finish_seen,
@@ -172,5 +222,7 @@ GUARDS: dict[str, Guard] = {
         tool_in_flight,
         route_left,
         route_refused,
+        hint_too_long,
+        must_wait,
     )
 }

@@ -45,6 +45,7 @@ class EndpointHealth:
     stale_streak: int = 0
     breaker_open_until: float = 0.0  # > 0: tripped; requests refused until then (BO-7)
     probe_until: float = 0.0  # a half-open probe is in flight until then (one at a time)
+    probe_owner: str = ""  # the request holding the probe (its request id)
     cooldown_until: float = 0.0  # BO-6: requests wait until then before sending
     stream_options_unsupported: bool = False  # RES-8
     streaming_disabled: bool = False  # RES-9
@@ -72,6 +73,10 @@ class HealthChange:
     success: bool = False  # a successful request or stub: streak reset, breaker closed
     breaker_open_until: float | None = None  # trip (or re-trip) the breaker until then
     probe_until: float | None = None  # take (or release, with 0.0) the half-open probe
+    # BO-7: take the probe for this request id only if it is free at `at` (one probe at a time:
+    # the store applies this atomically; the caller reads `probe_owner` of the result to know)
+    take_probe: str | None = None
+    at: float = 0.0
     cooldown_until: float | None = None  # BO-6: a later cooldown replaces an earlier one
     stream_options_unsupported: bool = False
     streaming_disabled: bool = False
@@ -81,13 +86,17 @@ def apply(health: EndpointHealth, change: HealthChange) -> EndpointHealth:
     """The health after `change` (pure; every store uses it)."""
     updated = health
     if change.success:
-        updated = replace(updated, stale_streak=0, breaker_open_until=0.0, probe_until=0.0)
+        updated = replace(updated, stale_streak=0, breaker_open_until=0.0, probe_until=0.0, probe_owner="")
     if change.stall:
         updated = replace(updated, stale_streak=updated.stale_streak + 1)
     if change.breaker_open_until is not None:
         updated = replace(updated, breaker_open_until=change.breaker_open_until)
-    if change.probe_until is not None:
-        updated = replace(updated, probe_until=change.probe_until)
+    if change.take_probe is not None:
+        if change.probe_until is not None and updated.probe_until <= change.at:
+            updated = replace(updated, probe_until=change.probe_until, probe_owner=change.take_probe)
+    elif change.probe_until is not None:
+        owner = updated.probe_owner if change.probe_until > 0 else ""
+        updated = replace(updated, probe_until=change.probe_until, probe_owner=owner)
     if change.cooldown_until is not None and change.cooldown_until > updated.cooldown_until:
         updated = replace(updated, cooldown_until=change.cooldown_until)
     if change.stream_options_unsupported:

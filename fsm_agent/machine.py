@@ -37,6 +37,7 @@ class State(enum.Enum):
     FINISHING = "finishing"
     STALLED = "stalled"
     RETRYING = "retrying"
+    WAITING = "waiting"
     STUBBING = "stubbing"
     FALLBACK = "fallback"
     SWITCHING = "switching"
@@ -79,23 +80,30 @@ _OUTCOMES: dict[str, tuple[State, tuple[str, ...], tuple[str, ...]]] = {
     "options": (S.RETRYING, ("options_rejected",), ("has_visible_text",)),
     # RES-9: streaming unavailable
     "fallback": (S.FALLBACK, ("streaming_unsupported", "fallback_allowed"), ("has_visible_text",)),
-    # RES-2 / RES-6: nothing visible yet, retry silently
-    "retry": (S.RETRYING, ("is_transient", "budget_left"), ("has_visible_text",)),
+    # RES-2 / RES-6: nothing visible yet, retry silently (BO-3: unless the server asks for more
+    # than max_wait)
+    "retry": (S.RETRYING, ("is_transient", "budget_left"), ("has_visible_text", "hint_too_long")),
     # RES-3: visible text and a tool call in flight, retry with a "reconnecting" marker
-    "retry_mid_tool": (S.RETRYING, ("is_transient", "budget_left", "has_visible_text", "tool_in_flight"), ()),
+    "retry_mid_tool": (
+        S.RETRYING,
+        ("is_transient", "budget_left", "has_visible_text", "tool_in_flight"),
+        ("hint_too_long",),
+    ),
     # RT-2 / RT-3: this route cannot serve now and another remains; silent before anything visible
     "switch_spent": (S.SWITCHING, ("route_left", "is_transient"), ("budget_left", "has_visible_text")),
+    "switch_hint": (S.SWITCHING, ("route_left", "is_transient", "hint_too_long"), ("has_visible_text",)),
     "switch_refused": (S.SWITCHING, ("route_left", "route_refused"), ("has_visible_text",)),
     "switch_unsupported": (
         S.SWITCHING,
         ("route_left", "streaming_unsupported"),
         ("fallback_allowed", "has_visible_text"),
     ),
-    # RT-3: visible text and a tool call in flight, retries spent: switch with a marker naming the route
+    # RT-3: visible text and a tool call in flight, and no retry here (retries spent, or a hint over
+    # max_wait): switch with a marker naming the route
     "switch_mid_tool": (
         S.SWITCHING,
         ("route_left", "is_transient", "has_visible_text", "tool_in_flight"),
-        ("budget_left",),
+        (),
     ),
     # RES-4 / RES-5: keep what the user read; never retry over it
     "stub": (S.STUBBING, ("has_visible_text",), ()),
@@ -117,15 +125,20 @@ def _decide(trigger: str, sources: Sequence[State], outcomes: Sequence[str]) -> 
 
 
 TABLE: list[Row] = [
-    # A request begins: the breaker (WD-3) and the learned streaming_disabled (RES-9) decide; a
-    # route whose breaker is open is skipped at once, without a request (RT-1).
+    # A request begins: the breaker (WD-3, BO-7), the endpoint's cooldown (BO-6) and the learned
+    # streaming_disabled (RES-9) decide; a route whose breaker is open, or whose cooldown is longer
+    # than max_wait, is skipped at once, without a request (RT-1).
     _row("start", S.IDLE, S.SWITCHING, ["breaker_tripped", "route_left"]),
     _row("start", S.IDLE, S.FAILED, ["breaker_tripped"]),
+    _row("start", S.IDLE, S.SWITCHING, ["cooldown_too_long", "route_left"]),
+    _row("start", S.IDLE, S.WAITING, ["cooling_down"]),
     _row("start", S.IDLE, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
     _row("start", S.IDLE, S.CONNECTING),
     # RT-2: the next route's health was read; it begins as a request does.
     _row("route_ready", S.SWITCHING, S.SWITCHING, ["breaker_tripped", "route_left"]),
     _row("route_ready", S.SWITCHING, S.FAILED, ["breaker_tripped"]),
+    _row("route_ready", S.SWITCHING, S.SWITCHING, ["cooldown_too_long", "route_left"]),
+    _row("route_ready", S.SWITCHING, S.WAITING, ["cooling_down"]),
     _row("route_ready", S.SWITCHING, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
     _row("route_ready", S.SWITCHING, S.CONNECTING),
     # Phase changes of a healthy stream.
@@ -144,8 +157,17 @@ TABLE: list[Row] = [
     *_decide(
         "error",
         (S.CONNECTING,),
-        ("fatal", "options", "fallback", "retry", "switch_spent", "switch_refused", "switch_unsupported",
-         "fail"),
+        (
+            "fatal",
+            "options",
+            "fallback",
+            "retry",
+            "switch_spent",
+            "switch_hint",
+            "switch_refused",
+            "switch_unsupported",
+            "fail",
+        ),
     ),
     *_decide(
         "error",
@@ -167,7 +189,11 @@ TABLE: list[Row] = [
         (S.STALLED,),
         ("finished", "retry", "retry_mid_tool", "switch_spent", "switch_mid_tool", "stub", "fail"),
     ),
+    # BO-2: between a failed attempt and the next one, the wait the policy decided (if any).
+    _row("closed", S.RETRYING, S.WAITING, ["must_wait"]),
     _row("closed", S.RETRYING, S.CONNECTING),
+    _row("waited", S.WAITING, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
+    _row("waited", S.WAITING, S.CONNECTING),
     _row("closed", S.STUBBING, S.DONE),
     # The non-streaming fallback: its answer is delivered, it fails, or it stalls (WD-3 counts it).
     # A plain request that cannot be served there either leaves for the next route (RT-2).

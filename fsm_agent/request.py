@@ -16,6 +16,7 @@ from transitions import MachineError as _TransitionsMachineError
 
 from . import actions as act
 from .accumulator import Accumulator
+from .backoff import wait_before
 from .errors import (
     EmptyStreamError,
     ErrorKind,
@@ -49,6 +50,7 @@ from .events import (
     ToolCallDelta,
     ToolCallEnd,
     UsageReport,
+    WaitOver,
 )
 from .guards import GUARDS, RequestContext
 from .machine import State, build_machine, guard_method
@@ -88,6 +90,8 @@ def _event_summary(event: object) -> dict[str, Any]:
     if isinstance(event, AttemptFailed):
         summary["error"] = type(event.error).__name__
         summary["from_callback"] = event.from_callback
+        if event.hint is not None:
+            summary["hint"], summary["hint_source"] = event.hint, event.hint_source
     elif isinstance(event, StaleTimeout):
         summary["stale_timeout"] = event.stale_timeout
     elif isinstance(event, FinishReason):
@@ -252,7 +256,13 @@ class RequestMachine:
 
     # -- timer and control events -----------------------------------------------------------------
     def _start(self, event: Start, t: float) -> tuple[Output, ...]:
+        ctx = self.ctx
+        if ctx.cooldown_s > 0:  # BO-6: the wait `cooling_down` decides on, for the record
+            ctx.wait_s, ctx.wait_source = ctx.cooldown_s, "cooldown"
         return self._fire("start", event, t)
+
+    def _waited(self, event: WaitOver, t: float) -> tuple[Output, ...]:
+        return self._fire("waited", event, t)
 
     def _stale(self, event: StaleTimeout, t: float) -> tuple[Output, ...]:
         # WD-3: every stall counts toward the session's streak, whatever it leads to.
@@ -269,11 +279,21 @@ class RequestMachine:
         ctx.stale_streak = event.stale_streak
         ctx.streaming_disabled = event.streaming_disabled
         ctx.stream_options_unsupported = event.stream_options_unsupported
+        ctx.cooldown_s = event.cooldown_s
+        ctx.breaker_probe = event.breaker_probe
+        ctx.breaker_retry_at = event.breaker_retry_at
+        ctx.hint_s = ctx.hint_source = None
+        ctx.wait_s, ctx.wait_source = (event.cooldown_s, "cooldown") if event.cooldown_s > 0 else (0.0, None)
         return self._fire("route_ready", event, t)
 
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
-        self._set_error(event.error, ErrorKind.FATAL if event.from_callback else event.kind)
-        return self._fire("error", event, t)
+        kind = ErrorKind.FATAL if event.from_callback else event.kind
+        self._set_error(event.error, kind, event.hint, event.hint_source)
+        out = self._fire("error", event, t)
+        if event.hint is not None and status_of(event.error) in (429, 529):
+            # BO-6: the endpoint asked everyone to hold off; the session's other requests wait too.
+            return (act.Remember("cooldown", event.hint), *out)
+        return out
 
     def _closed(self, event: AttemptClosed, t: float) -> tuple[Output, ...]:
         return self._fire("closed", event, t)
@@ -310,18 +330,35 @@ class RequestMachine:
         AttemptFailed: _failed,
         AttemptClosed: _closed,
         RouteLoaded: _route_loaded,
+        WaitOver: _waited,
         Interrupt: _interrupt,
         FallbackFinished: _fallback_finished,
         FallbackDelivered: _fallback_delivered,
     }
 
-    def _set_error(self, error: BaseException, kind: ErrorKind | None = None) -> None:
-        self.ctx.error = error
-        self.ctx.error_kind = kind if kind is not None else classify(error)
-        self.ctx.error_status = status_of(error)
+    def _set_error(
+        self,
+        error: BaseException,
+        kind: ErrorKind | None = None,
+        hint: float | None = None,
+        hint_source: str | None = None,
+    ) -> None:
+        ctx = self.ctx
+        ctx.error = error
+        ctx.error_kind = kind if kind is not None else classify(error)
+        ctx.error_status = status_of(error)
         if isinstance(error, ToolInputError) or is_parser_error(error):
             # PRV-A4: later attempts ask the server to buffer and validate tool arguments.
-            self.ctx.buffer_tool_input = True
+            ctx.buffer_tool_input = True
+        # BO-2: the wait before the next attempt is decided with the error, so every record of
+        # the decision carries it (the RES-8 retry never waits).
+        ctx.hint_s, ctx.hint_source = hint, hint_source if hint is not None else None
+        if ctx.error_kind is ErrorKind.TRANSIENT:
+            ctx.wait_s, ctx.wait_source = wait_before(
+                ctx.retries_used + 1, hint, ctx.hint_source, ctx.backoff(), ctx.seed
+            )
+        else:
+            ctx.wait_s, ctx.wait_source = 0.0, None
 
     # -- firing a trigger ----------------------------------------------------------------------------
     def _fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
@@ -379,6 +416,8 @@ class RequestMachine:
             )
         if dest is S.RETRYING:
             return self._enter_retrying()
+        if dest is S.WAITING:
+            return self._enter_waiting(source)
         if dest is S.STALLED:
             return (
                 act.Status(f"stalled: {ctx.error}; aborting attempt {ctx.attempt}"),
@@ -416,6 +455,17 @@ class RequestMachine:
         out.append(act.CloseAttempt(then_feed_closed=True))
         return tuple(out)
 
+    def _enter_waiting(self, source: State) -> tuple[Output, ...]:
+        ctx = self.ctx
+        if source is S.IDLE or source is S.SWITCHING:  # BO-6: the endpoint's cooldown, at a route's start
+            why = "the endpoint is cooling down after a rate limit"
+            message = f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}"
+        else:
+            status = status_of(ctx.error) if ctx.error is not None else None
+            why = f"HTTP {status}" if status is not None else type(ctx.error).__name__
+            message = f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}, {ctx.wait_source}"
+        return (act.Status(message), act.Wait(ctx.wait_s, ctx.wait_source or "backoff"))
+
     def _enter_stubbing(self) -> tuple[Output, ...]:
         names = [slot.name or "unnamed tool" for slot in self.acc.tools_in_flight()]
         text = self.acc.text().strip()
@@ -444,12 +494,17 @@ class RequestMachine:
         name = ctx.route_names[following]
         out: list[Output] = []
         if self._trigger in ("start", "route_ready"):  # RT-1: skipped without sending a request
-            why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} stalled requests in a row)"
+            if GUARDS["breaker_tripped"](ctx):
+                why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} stalled requests in a row)"
+            else:
+                why = f"{ctx.route_name} is cooling down for {ctx.cooldown_s:.1f} s, more than max_wait"
         else:
             if ctx.visible_chars and ctx.tools_in_flight:  # RT-3: say why text may repeat
                 out.append(act.DeliverText(switch_marker(name)))
             status = f"HTTP {ctx.error_status}, " if ctx.error_status is not None else ""
             why = f"{ctx.route_name} failed ({status}{type(ctx.error).__name__}: {ctx.error})"
+            if GUARDS["hint_too_long"](ctx):
+                why += f"; it asks to wait {ctx.hint_s:.1f} s, more than max_wait"
             out.append(act.CloseAttempt(then_feed_closed=False))
         out.insert(0 if not out else len(out) - 1, act.Status(f"switching to {name}: {why}"))
         out.append(act.LoadRoute(following))
@@ -458,7 +513,7 @@ class RequestMachine:
     def _enter_fallback(self, source: State) -> tuple[Output, ...]:
         ctx = self.ctx
         out: list[Output] = []
-        if source is not S.IDLE and source is not S.SWITCHING:  # learned now, not read at the start
+        if source not in (S.IDLE, S.WAITING, S.SWITCHING):  # learned now, not read at the start
             ctx.streaming_disabled = True
             out.append(act.Remember("streaming_disabled"))
             out.append(act.Status(f"streaming unavailable ({ctx.error}); falling back to a plain request"))
@@ -484,7 +539,8 @@ class RequestMachine:
         if self._trigger in ("start", "route_ready"):  # the breaker rows (WD-3, RT-1)
             error = ProviderUnresponsiveError(
                 f"provider unresponsive: {ctx.stale_streak} consecutive stalled requests "
-                f"(stale_giveup={ctx.stale_giveup}); not connecting"
+                f"(stale_giveup={ctx.stale_giveup}); not connecting",
+                retry_at=ctx.breaker_retry_at,
             )
             ctx.error, ctx.error_kind = error, ErrorKind.FATAL
         if error is None:  # pragma: no cover - every path to FAILED sets an error
@@ -493,7 +549,14 @@ class RequestMachine:
         if ctx.error_kind is ErrorKind.STREAMING_UNSUPPORTED:
             ctx.streaming_disabled = True
             out.append(act.Remember("streaming_disabled"))
-        if ctx.retries_used and ctx.error_kind is ErrorKind.TRANSIENT:
+        if ctx.error_kind is ErrorKind.TRANSIENT and ctx.hint_s is not None and ctx.hint_s > ctx.max_wait:
+            out.append(
+                act.Status(
+                    f"giving up: the server asked to wait {ctx.hint_s:.1f} s ({ctx.hint_source}), "
+                    f"more than max_wait={ctx.max_wait:g} s"
+                )
+            )
+        elif ctx.retries_used and ctx.error_kind is ErrorKind.TRANSIENT:
             out.append(act.Status(f"giving up after {ctx.attempt} attempts: {type(error).__name__}"))
         out.append(act.Raise(error))
         return tuple(out)

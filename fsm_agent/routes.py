@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .drivers.common import ClientSource
+from .endpoint import EndpointLink
 from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
 
@@ -43,6 +44,7 @@ class PreparedRoute:
     api: str
     model: str | None
     stale_timeout: float
+    link: EndpointLink | None = None  # HL-1: this route's endpoint health, as the request sees it
 
     def header(self) -> dict[str, Any]:
         """The route as a trace's request line lists it (no client settings: TR-5)."""

@@ -1,24 +1,31 @@
-"""Session: the public entry point. Settings, session memory, and one machine per request.
+"""Session: the public entry point. Settings, endpoint health, and one machine per request.
 
-Session memory (`streaming_disabled`, `stream_options_unsupported`, `stale_streak`) outlives a
-request, as a provider's quirks do, and is updated only through `_remember` under a lock, so
-concurrent requests may share a session. The session never reads the wire itself.
+What a session learns outlives a request, as a provider's quirks do, and is kept per endpoint
+(HL-1) in its health store (`MemoryHealth` unless given one): each request reads its endpoint's
+health once at the start and writes it only on change, through its `EndpointLink`. The readable
+attributes `streaming_disabled`, `stream_options_unsupported` and `stale_streak` show the health of
+the endpoint of the session's latest request. The session never reads the wire itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import random
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .backoff import Backoff
 from .drivers.common import Callbacks, ClientSource
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
+from .endpoint import EndpointLink, HealthSettings, StartFacts, endpoint_key
 from .events import RouteLoaded
 from .guards import RequestContext
+from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
 from .logs import log_record
 from .providers.base import ProviderAdapter
 from .request import RequestMachine
@@ -45,7 +52,10 @@ class RequestPlan:
     params: dict[str, Any]
     machine: RequestMachine
     stale_timeout: float
-    routes: list[PreparedRoute]  # RT-1: the first is the one `source`, `adapter`, `params` belong to
+    link: EndpointLink
+    api: str
+    model: str | None
+    routes: list[PreparedRoute]  # RT-1: the first is the one `source`, `adapter`, `params`, `link` belong to
 
 _UNSUPPORTED_MODES = ("fallback", "raise")
 
@@ -59,9 +69,23 @@ class Session:
         unsupported: str = "fallback",
         trace: Any = None,
         *,
+        backoff: Backoff | None = None,
+        breaker_cooldown: float = 60.0,
+        health: HealthStore | None = None,
         record_wire: bool = False,
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise TypeError(f"backoff must be a fsm_agent.Backoff, not {type(backoff).__name__}")
+        if (
+            isinstance(breaker_cooldown, bool)
+            or not isinstance(breaker_cooldown, (int, float))
+            or not math.isfinite(breaker_cooldown)
+            or breaker_cooldown < 0
+        ):
+            raise ValueError(f"breaker_cooldown must be a finite number >= 0, not {breaker_cooldown!r}")
+        if health is not None and not isinstance(health, HealthStore):
+            raise TypeError("health must offer get/update/aget/aupdate (fsm_agent.MemoryHealth, RedisHealth)")
         if unsupported not in _UNSUPPORTED_MODES:
             raise ValueError(f"unsupported must be 'fallback' or 'raise', not {unsupported!r}")
         if stale_timeout is not None and stale_timeout <= 0:
@@ -72,11 +96,30 @@ class Session:
         self.unsupported = unsupported
         self.max_bytes = max_bytes
         self.trace = resolve_sink(trace, record_wire=record_wire)  # TR-1, TR-2
-        self.streaming_disabled = False
-        self.stream_options_unsupported = False
-        self.stale_streak = 0
+        self.backoff = backoff if backoff is not None else Backoff()  # BO-2
+        self.breaker_cooldown = float(breaker_cooldown)  # BO-7
+        self.health: HealthStore = health if health is not None else MemoryHealth()  # HL-1
+        self._latest: EndpointKey | None = None
         self._lock = threading.Lock()
         self._in_flight: set[Interruptible] = set()
+        self._seeds = random.SystemRandom()  # never the caller's (possibly seeded) global RNG
+
+    # -- the health of the latest request's endpoint (HL-1) --------------------------------------
+    def _latest_health(self) -> EndpointHealth:
+        key = self._latest
+        return self.health.get(key) if key is not None else EndpointHealth()
+
+    @property
+    def streaming_disabled(self) -> bool:
+        return self._latest_health().streaming_disabled
+
+    @property
+    def stream_options_unsupported(self) -> bool:
+        return self._latest_health().stream_options_unsupported
+
+    @property
+    def stale_streak(self) -> int:
+        return self._latest_health().stale_streak
 
     # -- public ----------------------------------------------------------------------------------
     def stream(
@@ -97,6 +140,7 @@ class Session:
         and the request goes on on the next route when one cannot serve it (RT-2, RT-3).
         """
         plan = self._plan(client_or_factory, params, api)
+        self._begin(plan, plan.link.begin())
         watchdog = Watchdog(plan.stale_timeout, interrupt)
         driver = SyncDriver(
             machine=plan.machine,
@@ -105,13 +149,23 @@ class Session:
             params=plan.params,
             callbacks=Callbacks(on_text, on_reasoning, on_tool_call, on_status, on_activity),
             watchdog=watchdog,
-            remember=self._remember,
+            health=plan.link,
             max_bytes=self.max_bytes,
             routes=plan.routes,
-            load_route=self._load_route,
+            load_route=lambda index: self._load_route(plan, index),
         )
         with self._in_flight_as(watchdog):
-            return driver.run()
+            try:
+                result = driver.run()
+            except BaseException as exc:
+                for route in plan.routes:  # a probe a route still holds is settled (BO-7)
+                    if route.link is not None:
+                        route.link.finish(exc)
+                raise
+            for route in plan.routes:
+                if route.link is not None:
+                    route.link.finish(None)
+            return result
 
     async def astream(
         self,
@@ -129,8 +183,18 @@ class Session:
         from .drivers.aio import run_async
 
         plan = self._plan(client_or_factory, params, api)
+        self._begin(plan, await plan.link.abegin())
         callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity)
-        result: StreamResult = await run_async(self, plan, callbacks, interrupt)
+        try:
+            result: StreamResult = await run_async(self, plan, callbacks, interrupt)
+        except BaseException as exc:
+            for route in plan.routes:  # a probe a route still holds is settled (BO-7)
+                if route.link is not None:
+                    await route.link.afinish(exc)
+            raise
+        for route in plan.routes:
+            if route.link is not None:
+                await route.link.afinish(None)
         return result
 
     def interrupt(self) -> None:
@@ -151,38 +215,65 @@ class Session:
             routes = prepare_routes(client_or_factory, self.stale_timeout_for)
         else:
             routes = [prepare_one(client_or_factory, params, api, self.stale_timeout_for)]
+        machine = self._new_machine(tuple(route.name for route in routes))
+        for route in routes:  # HL-1: each route's endpoint has a health of its own
+            settings = HealthSettings(
+                stale_giveup=self.stale_giveup,
+                breaker_cooldown=self.breaker_cooldown,
+                # a probe whose process died frees the half-open slot after the longest a request lasts
+                probe_lease=route.stale_timeout * (self.retries + 1) + self.backoff.max_wait * self.retries,
+            )
+            key = endpoint_key(route.api, route.source.peek(), route.model)
+            route.link = EndpointLink(self.health, key, settings, machine.request_id)
         first = routes[0]
-        plan = RequestPlan(
-            source=first.source,
-            adapter=first.adapter,
-            params=first.params,
-            machine=self._new_machine(tuple(route.name for route in routes)),
-            stale_timeout=first.stale_timeout,
-            routes=routes,
+        assert first.link is not None
+        with self._lock:
+            self._latest = first.link.key
+        return RequestPlan(
+            first.source,
+            first.adapter,
+            first.params,
+            machine,
+            first.stale_timeout,
+            first.link,
+            first.api,
+            first.model,
+            routes,
         )
+
+    def _begin(self, plan: RequestPlan, facts: StartFacts) -> None:
+        """The endpoint's health as the request starts: into its context, and the trace header."""
+        ctx = plan.machine.ctx
+        ctx.stale_streak = facts.stale_streak
+        ctx.streaming_disabled = facts.streaming_disabled
+        ctx.stream_options_unsupported = facts.stream_options_unsupported
+        ctx.cooldown_s = facts.cooldown_s
+        ctx.breaker_probe = facts.breaker_probe
+        ctx.breaker_retry_at = facts.breaker_retry_at
         if self.trace is not None:  # the request's header line: what replay rebuilds it from
             write_request_header(
                 self.trace,
                 plan.machine,
-                api=first.api,
-                model=first.model,
+                api=plan.api,
+                model=plan.model,
                 stale_timeout=plan.stale_timeout,
-                routes=[route.header() for route in routes],
+                routes=[route.header() for route in plan.routes],
             )
-        return plan
 
-    def _load_route(self, index: int) -> RouteLoaded:
-        """RT-2: what a request switching to route `index` continues from (HL-1)."""
+    def _load_route(self, plan: RequestPlan, index: int) -> RouteLoaded:
+        """RT-2: the health route `index` continues from (HL-1), read when the request switches."""
+        link = plan.routes[index].link
+        assert link is not None
         with self._lock:
-            return RouteLoaded(
-                index,
-                stale_streak=self.stale_streak,
-                streaming_disabled=self.streaming_disabled,
-                stream_options_unsupported=self.stream_options_unsupported,
-            )
+            self._latest = link.key
+        return _loaded(index, link.begin())
 
-    async def _aload_route(self, index: int) -> RouteLoaded:
-        return self._load_route(index)
+    async def _aload_route(self, plan: RequestPlan, index: int) -> RouteLoaded:
+        link = plan.routes[index].link
+        assert link is not None
+        with self._lock:
+            self._latest = link.key
+        return _loaded(index, await link.abegin())
 
     @contextlib.contextmanager
     def _in_flight_as(self, handle: Interruptible) -> Iterator[None]:
@@ -196,16 +287,17 @@ class Session:
                 self._in_flight.discard(handle)
 
     def _new_machine(self, route_names: tuple[str, ...]) -> RequestMachine:
-        with self._lock:
-            ctx = RequestContext(
-                route_names=route_names,
-                retries=self.retries,
-                unsupported=self.unsupported,
-                stale_giveup=self.stale_giveup,
-                stale_streak=self.stale_streak,
-                streaming_disabled=self.streaming_disabled,
-                stream_options_unsupported=self.stream_options_unsupported,
-            )
+        backoff = self.backoff
+        ctx = RequestContext(
+            route_names=route_names,
+            retries=self.retries,
+            unsupported=self.unsupported,
+            stale_giveup=self.stale_giveup,
+            backoff_base=backoff.base,
+            backoff_cap=backoff.cap,
+            max_wait=backoff.max_wait,
+            seed=self._seeds.getrandbits(32),  # BO-5: recorded, so replay draws the same jitter
+        )
         request_id = uuid.uuid4().hex[:16]
         sink = self.trace
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
@@ -219,13 +311,14 @@ class Session:
         if self.trace is not None:
             self.trace.write_record(record)
 
-    def _remember(self, fact: str) -> None:
-        with self._lock:
-            if fact == "stall":
-                self.stale_streak += 1
-            elif fact == "success":
-                self.stale_streak = 0
-            elif fact == "stream_options_unsupported":
-                self.stream_options_unsupported = True
-            elif fact == "streaming_disabled":
-                self.streaming_disabled = True
+
+def _loaded(index: int, facts: StartFacts) -> RouteLoaded:
+    return RouteLoaded(
+        index,
+        stale_streak=facts.stale_streak,
+        streaming_disabled=facts.streaming_disabled,
+        stream_options_unsupported=facts.stream_options_unsupported,
+        cooldown_s=facts.cooldown_s,
+        breaker_probe=facts.breaker_probe,
+        breaker_retry_at=facts.breaker_retry_at,
+    )

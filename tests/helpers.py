@@ -18,15 +18,27 @@ from typing import Any
 import openai
 import pytest
 
+from fsm_agent import Backoff, Session
+from fsm_agent.endpoint import endpoint_key
+from fsm_agent.health import HealthChange
 from fsm_agent.providers import openai_chat
 from fsm_agent.providers.base import Attempt
 from fsm_agent.testing import Emulator
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
+# Tests about what a retry decides, not about when it happens, retry at once (BO-2).
+INSTANT = Backoff(base=0)
+
 
 def params(model: str = "gpt-4.1-mini", **extra: Any) -> dict[str, Any]:
     return {"model": model, "messages": [dict(m) for m in MESSAGES], **extra}
+
+
+def preset_health(session: Session, client: Any, request: dict[str, Any], api: str, **change: Any) -> None:
+    """Put the endpoint `client` sends `request` to in a state, as earlier requests of the session
+    would have left it (HL-1): e.g. `stall=True` for one stall of the breaker's streak."""
+    session.health.update(endpoint_key(api, client, request.get("model")), HealthChange(**change))
 
 
 def make_client(emulator: Emulator, **kwargs: Any) -> openai.OpenAI:

@@ -11,7 +11,7 @@ import anthropic
 import helpers
 import pytest
 import test_anthropic_common as common
-from helpers import AttemptSpy, Collect, LeakCheck
+from helpers import INSTANT, AttemptSpy, Collect, LeakCheck
 from test_anthropic_common import TOOLS, WRITE, SdkStreamClient, ant_client, params
 
 import fsm_agent
@@ -40,7 +40,7 @@ def test_prv_a2_eventless_stream_retried_then_succeeds(leaks: LeakCheck, spy: At
     empty = Scenario.build("never", faults=[EVENTLESS[case]])
     leaks.emulator.script(empty, empty, Scenario.build("Third time lucky."))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert (result.content, result.attempts, result.stub) == ("Third time lucky.", 3, False)
     assert got.text == "Third time lucky."
     assert sum("retrying" in s and "EmptyStreamError" in s for s in got.statuses) == 2
@@ -52,7 +52,7 @@ def test_prv_a2_eventless_stream_raised_when_retries_run_out(leaks: LeakCheck, s
     leaks.emulator.script(Scenario.build("never", faults=[EmptyBody()]))
     got = Collect()
     with pytest.raises(fsm_agent.EmptyStreamError):
-        stream(leaks, fsm_agent.Session(), got)
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert len(leaks.emulator.requests) == 3  # 3 attempts by default
     assert got.texts == [] and got.activity == []
     spy.assert_each_closed_once(3)
@@ -62,7 +62,7 @@ def test_prv_a2_eventless_stream_raised_when_retries_run_out(leaks: LeakCheck, s
 def test_prv_a2_message_start_alone_is_empty_too(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("never", faults=[EndAfter(1, kind="start")]))
     with pytest.raises(fsm_agent.EmptyStreamError):
-        stream(leaks, fsm_agent.Session(retries=1), Collect())
+        stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=1), Collect())
     assert len(leaks.emulator.requests) == 2
     leaks.assert_clean()
 
@@ -88,7 +88,7 @@ def test_prv_a3_parser_error_retried_closing_each_attempts_own_client(leaks: Lea
         return made[-1]
 
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got, client=factory)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got, client=factory)
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
     assert result.attempts == 2 and len(leaks.emulator.requests) == 2
     assert any("expected ident at line" in s for s in got.statuses)
@@ -102,12 +102,12 @@ def test_prv_a3_parser_error_never_closes_the_callers_client(leaks: LeakCheck) -
     leaks.emulator.script(bad, bad, bad)
     caller = SdkStreamClient(ant_client(leaks))
     with pytest.raises(ValueError, match="expected ident at line") as caught:
-        stream(leaks, fsm_agent.Session(), Collect(), client=caller)
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect(), client=caller)
     assert type(caught.value) is ValueError  # the original error, once retries ran out
     assert len(leaks.emulator.requests) == 3
     assert caller.closed == 0 and not caller.real.is_closed()
     leaks.emulator.script(Scenario.build("The client still works."))
-    assert fsm_agent.Session().stream(caller, params()).content == "The client still works."
+    assert fsm_agent.Session(backoff=INSTANT).stream(caller, params()).content == "The client still works."
     leaks.assert_clean()
 
 
@@ -122,7 +122,7 @@ def test_prv_a3_other_value_errors_raised_at_once(leaks: LeakCheck) -> None:
 
     got = Collect()
     with pytest.raises(ValueError, match="cannot handle"):
-        stream(leaks, fsm_agent.Session(), got, client=factory)
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), got, client=factory)
     assert len(leaks.emulator.requests) == 1 and not any("retrying" in s for s in got.statuses)
     assert [c.closed for c in made] == [1]
     leaks.assert_clean()
@@ -141,7 +141,7 @@ def test_prv_a4_retry_buffers_tool_input(leaks: LeakCheck, spy: AttemptSpy, stop
     caller = params()
     snapshot = copy.deepcopy(caller)
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got, params=caller)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got, params=caller)
     first, second = leaks.emulator.requests  # exactly two requests
     assert first.stream is True and second.stream is True  # no non-streaming request
     assert first.body["tools"] == TOOLS  # the first attempt's tools unchanged
@@ -160,7 +160,7 @@ def test_prv_a4_retry_buffers_tool_input(leaks: LeakCheck, spy: AttemptSpy, stop
 def test_prv_a4_exhausted_stubs_with_the_dropped_tool(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("Saving.", tool_calls=[BAD_INPUT], frame_delay=SLOW))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(retries=1), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=1), got)
     assert len(leaks.emulator.requests) == 2
     assert "eager_input_streaming" not in leaks.emulator.requests[0].body["tools"][0]
     assert result.stub and result.dropped_tool_names == ["write_file"]
@@ -181,7 +181,7 @@ def test_prv_a5_old_tool_names_never_leak_into_a_later_stub(leaks: LeakCheck, sp
     )
     leaks.emulator.script(first, second, Scenario.build("never"))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert got.tools == [(0, "old_tool")]  # it did start in the first attempt
     assert len(leaks.emulator.requests) == 2
     assert result.stub and result.finish_reason == "length" and result.attempts == 2
@@ -201,7 +201,7 @@ def test_res3_stream_ending_mid_tool_call_is_retried(leaks: LeakCheck) -> None:
     )
     leaks.emulator.script(cut, Scenario.build("Writing it.", tool_calls=[WRITE]))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert any("IncompleteStreamError" in s for s in got.statuses)
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
     assert result.attempts == 2 and sum("reconnecting" in t for t in got.texts) == 1
@@ -218,7 +218,7 @@ def test_overloaded_before_delivery_is_retried_silently(leaks: LeakCheck, spy: A
         Scenario.build("x", faults=[StreamError(2, **OVERLOADED)]), Scenario.build("Fine now.")
     )
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert (result.content, result.attempts) == ("Fine now.", 2)
     assert got.text == "Fine now."
     assert any("overloaded_error" in s for s in got.statuses)
@@ -234,7 +234,7 @@ def test_overloaded_after_visible_text_gives_stub(leaks: LeakCheck) -> None:
     )
     leaks.emulator.script(scenario, Scenario.build("never"))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert result.stub and result.content == got.text.strip() == "One two three four five six"
     assert len(leaks.emulator.requests) == 1
     assert got.activity[-1] == "error"
@@ -244,7 +244,7 @@ def test_overloaded_after_visible_text_gives_stub(leaks: LeakCheck) -> None:
 def test_overloaded_exhausted_raises_with_type_and_message(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[StreamError(0, **OVERLOADED)]))
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        stream(leaks, fsm_agent.Session(retries=1), Collect())
+        stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=1), Collect())
     assert caught.value.code == "overloaded_error" and "Overloaded" in str(caught.value)
     assert len(leaks.emulator.requests) == 2
     leaks.assert_clean()
@@ -254,7 +254,7 @@ def test_invalid_request_error_event_raised_at_once(leaks: LeakCheck) -> None:
     fault = StreamError(1, error_type="invalid_request_error", message="Bad tool schema.")
     leaks.emulator.script(Scenario.build("x", faults=[fault]), Scenario.build("never"))
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        stream(leaks, fsm_agent.Session(), Collect())
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert caught.value.code == "invalid_request_error" and "Bad tool schema." in str(caught.value)
     assert len(leaks.emulator.requests) == 1
     leaks.assert_clean()
@@ -264,9 +264,9 @@ def test_http_529_overloaded_is_transient(leaks: LeakCheck) -> None:
     from fsm_agent.testing import HttpError
 
     leaks.emulator.script(Scenario.build("x", faults=[HttpError(529)]), Scenario.build("Recovered."))
-    assert stream(leaks, fsm_agent.Session(), Collect()).content == "Recovered."
+    assert stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect()).content == "Recovered."
     leaks.emulator.script(Scenario.build("x", faults=[HttpError(401)]), Scenario.build("never"))
     with pytest.raises(anthropic.AuthenticationError):
-        stream(leaks, fsm_agent.Session(), Collect(), client=leaks.clients[0])
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect(), client=leaks.clients[0])
     assert len(leaks.emulator.requests) == 3
     leaks.assert_clean()

@@ -13,7 +13,7 @@ import anthropic
 import helpers
 import pytest
 import test_anthropic_common as common
-from helpers import AttemptSpy, Collect, LeakCheck
+from helpers import INSTANT, AttemptSpy, Collect, LeakCheck
 from test_anthropic_common import READ, WRITE, SdkStreamClient, ant_client, params, sse_events_sent
 
 import fsm_agent
@@ -47,7 +47,7 @@ def test_prv_a1_text_thinking_and_tool_calls(
     )
     leaks.emulator.script(scenario)
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert result.content == scenario.text == got.text
     assert result.reasoning == scenario.reasoning == "".join(got.reasoning)
     assert len(got.texts) > 1 and len(got.reasoning) > 1  # streamed, not delivered whole
@@ -94,7 +94,7 @@ def test_prv_a1_text_thinking_and_tool_calls(
 def test_prv_a1_finish_reasons_mapped(leaks: LeakCheck, finish: str, stop_reason: str, expected: str) -> None:
     tools = [ToolCall("read_file", '{"path": "x"}')] if finish == "tool_calls" else []
     leaks.emulator.script(Scenario.build("Some text.", tool_calls=tools, finish_reason=finish))
-    result = stream(leaks, fsm_agent.Session(), Collect())
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert result.finish_reason == expected and not result.stub
     assert result.raw.stop_reason == stop_reason
     leaks.assert_clean()
@@ -109,7 +109,7 @@ def test_cb4_on_activity_once_per_sse_event(leaks: LeakCheck) -> None:
     )
     leaks.emulator.script(scenario)
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert result.tool_calls[0].arguments == WRITE.arguments
     assert len(got.activity) == sse_events_sent(scenario) > 20
     assert got.activity.count("ping") > 1  # the emulator's pings are events; its `: ping` comments are not
@@ -121,7 +121,7 @@ def test_cb4_on_activity_once_per_sse_event(leaks: LeakCheck) -> None:
 def test_tool_block_that_never_stops_is_closed_by_message_delta(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("Writing.", tool_calls=[WRITE, READ], faults=[NoBlockStop("tool")]))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert [(c.name, c.arguments) for c in result.tool_calls] == [
         ("write_file", WRITE.arguments),
         ("read_file", READ.arguments),
@@ -140,7 +140,7 @@ ANSWER = Scenario.build(
 @pytest.mark.parametrize(("fault", "requests"), [(KeepaliveOnly(4, kind="ping"), 2), (NonStreamingBody(), 1)])
 def test_res9_fallback_serves_a_message(leaks: LeakCheck, fault: Any, requests: int) -> None:
     leaks.emulator.script(Scenario(steps=ANSWER.steps, faults=(fault,)))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
     caller = params()
     snapshot = copy.deepcopy(caller)
@@ -172,7 +172,7 @@ def test_wire5_sdk_event_objects(leaks: LeakCheck) -> None:
     leaks.emulator.script(scenario)
     wrapper = SdkStreamClient(ant_client(leaks))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got, client=wrapper)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got, client=wrapper)
     assert (result.content, result.reasoning) == (scenario.text, scenario.reasoning)
     assert [(c.name, c.arguments) for c in result.tool_calls] == [
         ("write_file", WRITE.arguments),

@@ -11,7 +11,7 @@ from typing import Any
 import helpers
 import pytest
 import test_anthropic_common as common
-from helpers import AttemptSpy, Collect, LeakCheck, sse, wait_until
+from helpers import INSTANT, AttemptSpy, Collect, LeakCheck, sse, wait_until
 from test_anthropic_common import WRITE, ant_client, params
 
 import fsm_agent
@@ -63,7 +63,7 @@ def test_wd1_stall_before_text_is_retried(leaks: LeakCheck, spy: AttemptSpy) -> 
     leaks.emulator.script(
         Scenario.build("Hello.", faults=[Stall(2, seconds=10)]), Scenario.build("Hello again.")
     )
-    session = fsm_agent.Session(stale_timeout=0.5)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.5)
     got = Collect()
     result = stream(leaks, session, got)
     assert (result.content, result.attempts, result.stub) == ("Hello again.", 2, False)
@@ -80,7 +80,7 @@ def test_wd1_stall_after_text_gives_stub(leaks: LeakCheck, spy: AttemptSpy) -> N
     )
     leaks.emulator.script(scenario, Scenario.build("never"))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(stale_timeout=0.3), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
     assert result.stub and result.content == got.text.strip() == "One two three four five six"
     assert (result.attempts, len(leaks.emulator.requests), stalled_to(result)) == (1, 1, 1)
     spy.assert_each_closed_once(1)
@@ -91,7 +91,7 @@ def test_wd1_stall_mid_tool_call_retried_with_marker(leaks: LeakCheck, spy: Atte
     stalled = Scenario.build("Writing.", tool_calls=[WRITE], faults=[Stall(2, seconds=10, kind="tool_args")])
     leaks.emulator.script(stalled, Scenario.build("Writing.", tool_calls=[WRITE]))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(stale_timeout=0.3), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
     assert sum("reconnecting" in t for t in got.texts) == 1
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
     assert result.attempts == 2 and not result.stub
@@ -107,7 +107,7 @@ def test_wd1_pings_alone_do_not_keep_a_stalled_stream_alive(leaks: LeakCheck, vi
     )
     got = Collect()
     started = time.monotonic()
-    result = stream(leaks, fsm_agent.Session(stale_timeout=0.3), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
     assert stalled_to(result) == 1
     assert got.activity.count("ping") >= 4  # pings kept coming during the stall, and were seen
     if visible:
@@ -130,7 +130,7 @@ def test_wd4_abort_within_quarter_second_of_the_deadline(leaks: LeakCheck) -> No
 
     cpu_before = time.process_time()
     with pytest.raises(fsm_agent.StreamStalledError):
-        fsm_agent.Session(stale_timeout=stale, retries=0).stream(
+        fsm_agent.Session(backoff=INSTANT, stale_timeout=stale, retries=0).stream(
             ant_client(leaks),
             params(),
             on_activity=lambda _: last_activity.append(time.monotonic()),
@@ -150,7 +150,7 @@ def test_wd4_abort_within_quarter_second_of_the_deadline(leaks: LeakCheck) -> No
 def test_res11_interrupt_during_a_stall(leaks: LeakCheck, spy: AttemptSpy, where: str) -> None:
     stall = Stall(2, seconds=10) if where == "before-text" else Stall(2, seconds=10, kind="tool_args")
     leaks.emulator.script(Scenario.build("One two three.", tool_calls=[WRITE], faults=[stall]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     client = ant_client(leaks)
     got = Collect()
     fired_at: list[float] = []
@@ -182,7 +182,7 @@ def test_res11_interrupt_during_a_stall(leaks: LeakCheck, spy: AttemptSpy, where
 
 def test_wd3_breaker_trips_before_any_connection(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=2, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0)
     for expected_streak in (1, 2):
         with pytest.raises(fsm_agent.StreamStalledError):
             stream(leaks, session, Collect())
@@ -197,7 +197,7 @@ def test_wd3_breaker_trips_before_any_connection(leaks: LeakCheck, spy: AttemptS
 
 def test_wd3_success_resets_the_streak(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]), Scenario.build("Back."))
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=2, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0)
     with pytest.raises(fsm_agent.StreamStalledError):
         stream(leaks, session, Collect())
     assert session.stale_streak == 1

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from helpers import Collect, params
+from helpers import INSTANT, Collect, params
 from test_async_support import AsyncAttemptSpy, AsyncCollect, AsyncLeakCheck, aleaks, aspy, astream
 
 import fsm_agent
@@ -31,7 +31,7 @@ def test_cb1_to_cb3_mixed_plain_and_coroutine_callbacks_keep_order(aleaks: Async
     plain, mixed = Collect(), AsyncCollect()
 
     async def main() -> None:
-        session = fsm_agent.Session()
+        session = fsm_agent.Session(backoff=INSTANT)
         await astream(aleaks, session, plain)
         callbacks = mixed.callbacks()
         callbacks["on_tool_call"] = mixed.on_tool_call  # plain function among coroutines
@@ -64,7 +64,7 @@ def test_cb6_content_callback_error_ends_the_request(
     async def main() -> None:
         callback = fail if kind == "plain" else fail_async
         with pytest.raises(ValueError) as caught:
-            await fsm_agent.Session().astream(aleaks.client(), params(), **{which: callback})
+            await fsm_agent.Session(backoff=INSTANT).astream(aleaks.client(), params(), **{which: callback})
         assert caught.value is boom
 
     aleaks.run(main)
@@ -86,7 +86,8 @@ def test_cb6_error_in_a_callback_given_library_text(
 
     async def main() -> None:
         with pytest.raises(RuntimeError, match="no library text"):
-            await fsm_agent.Session(retries=retries).astream(aleaks.client(), params(), on_text=on_text)
+            session = fsm_agent.Session(backoff=INSTANT, retries=retries)
+            await session.astream(aleaks.client(), params(), on_text=on_text)
 
     aleaks.run(main)
     assert len(aleaks.emulator.requests) == 1
@@ -117,7 +118,7 @@ def test_cb4_cb5_activity_and_status_errors_are_swallowed(aleaks: AsyncLeakCheck
     make = plain if kind == "plain" else coroutine
 
     async def main() -> None:
-        result = await fsm_agent.Session().astream(
+        result = await fsm_agent.Session(backoff=INSTANT).astream(
             aleaks.client(), params(), on_activity=make("activity"), on_status=make("status")
         )
         assert result.tool_calls[0].name == "read_file" and result.attempts == 2
@@ -132,7 +133,7 @@ def test_cb5_nothing_sent_to_on_status_on_success(aleaks: AsyncLeakCheck) -> Non
     got = AsyncCollect()
 
     async def main() -> None:
-        await astream(aleaks, fsm_agent.Session(), got, activity=True)
+        await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got, activity=True)
 
     aleaks.run(main)
     assert got.statuses == [] and got.activity
@@ -143,7 +144,7 @@ def test_fallback_delivers_once_to_coroutine_callbacks(aleaks: AsyncLeakCheck) -
     got = AsyncCollect()
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
         assert result.streamed is False
 
     aleaks.run(main)
@@ -220,7 +221,7 @@ def test_wire5_async_client_answering_with_a_finished_completion() -> None:
     )
     requests: list[dict[str, Any]] = []
     client = _client(lambda kwargs: requests.append(kwargs) or finished)
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = AsyncCollect()
 
     async def main() -> Any:

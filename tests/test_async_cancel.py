@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from helpers import Collect, params, wait_until
+from helpers import INSTANT, Collect, params, wait_until
 from test_async_support import AsyncAttemptSpy, AsyncLeakCheck, aleaks, aspy, astream
 
 import fsm_agent
@@ -53,7 +53,7 @@ def test_cancel_mid_stream_closes_once_and_propagates(
 ) -> None:
     aleaks.emulator.script(silent(where), Scenario.build("Still usable."))
     sink = MemorySink()
-    session = fsm_agent.Session(stale_timeout=30, trace=sink)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30, trace=sink)
     got = Collect()
 
     async def main() -> None:
@@ -87,7 +87,7 @@ def test_cancel_by_asyncio_timeout_is_a_timeout_not_an_interrupt(
     async def main() -> None:
         with pytest.raises(TimeoutError) as caught:
             async with asyncio.timeout(0.3):
-                await astream(aleaks, fsm_agent.Session(stale_timeout=30), Collect())
+                await astream(aleaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=30), Collect())
         assert not isinstance(caught.value, fsm_agent.FsmAgentError)
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
@@ -99,7 +99,9 @@ def test_cancel_before_response_headers(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]))
 
     async def main() -> None:
-        task = asyncio.create_task(astream(aleaks, fsm_agent.Session(stale_timeout=30), Collect()))
+        task = asyncio.create_task(
+            astream(aleaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=30), Collect())
+        )
         await until(lambda: bool(aleaks.emulator.requests))
         await asyncio.sleep(0.05)
         task.cancel()
@@ -139,7 +141,7 @@ def test_cancel_during_the_fallback_request(aleaks: AsyncLeakCheck) -> None:
         Scenario.build("x", faults=[KeepaliveOnly(2)]),
         Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]),
     )
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     got = Collect()
 
     async def main() -> None:
@@ -179,7 +181,7 @@ def test_session_interrupt_from_another_thread_while_silent(
     aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy, where: str
 ) -> None:
     aleaks.emulator.script(silent(where), Scenario.build("Still usable."))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     got = Collect()
 
     async def main() -> None:
@@ -222,7 +224,7 @@ def test_interrupt_event_while_silent(aleaks: AsyncLeakCheck, aspy: AsyncAttempt
 def test_interrupt_during_a_stall_beats_the_stall(aleaks: AsyncLeakCheck) -> None:
     """Interrupt while the stream is silent, before the stall deadline: InterruptedError, no retry."""
     aleaks.emulator.script(silent("before-text"))
-    session = fsm_agent.Session(stale_timeout=0.5)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.5)
     got = Collect()
 
     async def main() -> None:
@@ -244,7 +246,7 @@ def test_interrupt_during_a_stall_beats_the_stall(aleaks: AsyncLeakCheck) -> Non
 
 def test_interrupt_from_inside_a_callback(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy) -> None:
     aleaks.emulator.script(Scenario.build("One two three four five six seven eight nine.", frame_delay=0.02))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
 
     def on_text(text: str) -> None:
@@ -266,14 +268,14 @@ def test_interrupt_event_already_set_never_connects(aleaks: AsyncLeakCheck) -> N
 
     async def main() -> None:
         with pytest.raises(InterruptedError):
-            await astream(aleaks, fsm_agent.Session(), Collect(), interrupt=event)
+            await astream(aleaks, fsm_agent.Session(backoff=INSTANT), Collect(), interrupt=event)
 
     aleaks.run(main)
     assert aleaks.emulator.requests == []
 
 
 def test_interrupt_with_nothing_in_flight_does_not_poison_later_requests(aleaks: AsyncLeakCheck) -> None:
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     session.interrupt()
     aleaks.emulator.script(Scenario.build("Normal."))
 
@@ -291,7 +293,7 @@ def test_sync_client_in_a_worker_thread_stall_and_interrupt(aleaks: AsyncLeakChe
     interrupt still end the read (the worker's socket is shut down) and the worker thread ends."""
     aleaks.emulator.script(silent("before-text"), Scenario.build("Recovered."), silent("after-text"))
     client = openai.OpenAI(base_url=aleaks.emulator.openai_base_url, api_key="sk-test", max_retries=0)
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
     ticks: list[float] = []
 
     async def ticker() -> None:
@@ -305,7 +307,7 @@ def test_sync_client_in_a_worker_thread_stall_and_interrupt(aleaks: AsyncLeakChe
             result = await session.astream(client, params(), on_status=Collect().on_status)
             assert (result.content, result.attempts) == ("Recovered.", 2)
             got = Collect()
-            patient = fsm_agent.Session(stale_timeout=30)
+            patient = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
             thread, fired_at = _fire_from_thread(patient.interrupt, lambda: bool(got.texts))
             try:
                 with pytest.raises(InterruptedError):
@@ -334,7 +336,7 @@ def test_worker_thread_silent_before_headers_ends_promptly(aleaks: AsyncLeakChec
     or interrupting shuts that thread's socket down, so the worker ends too (none left behind)."""
     aleaks.emulator.script(Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]))
     client = openai.OpenAI(base_url=aleaks.emulator.openai_base_url, api_key="sk-test", max_retries=0)
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
 
     async def main() -> None:
         task = asyncio.create_task(session.astream(client, params()))

@@ -11,7 +11,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from helpers import Collect, params
+from helpers import INSTANT, Collect, params
 from test_async_support import AsyncAttemptSpy, AsyncCollect, AsyncLeakCheck, aleaks, aspy, astream
 
 import fsm_agent
@@ -52,7 +52,7 @@ def test_res1_res2_silent_retries_then_success(
     aleaks.emulator.script(cut, cut, Scenario.build("Hello there."))
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
         assert (result.content, result.attempts, result.stub) == ("Hello there.", 3, False)
         assert got.text == "Hello there."
         assert sum("retrying" in s for s in got.statuses) == 2
@@ -68,7 +68,7 @@ def test_res1_exhausted_raises_the_original_error(aleaks: AsyncLeakCheck, aspy: 
 
     async def main() -> None:
         with pytest.raises(httpx2.RemoteProtocolError) as caught:
-            await astream(aleaks, fsm_agent.Session(), got)
+            await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
         assert caught.value is aspy.errors[-1]  # the original object, not a wrapper
 
     aleaks.run(main)
@@ -80,7 +80,7 @@ def test_res1_http_500_is_transient(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(Scenario.build("x", faults=[HttpError(500)]), Scenario.build("Recovered."))
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(retries=4), Collect())
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT, retries=4), Collect())
         assert (result.content, result.attempts) == ("Recovered.", 2)
 
     aleaks.run(main)
@@ -98,7 +98,7 @@ def test_res3_mid_tool_call_retry_with_marker(
     aleaks.emulator.script(cut, Scenario.build("Let me write the file.", tool_calls=[WRITE]))
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
         markers = [t for t in got.texts if "reconnecting" in t]
         assert len(markers) == 1
         before, _, after = got.text.partition(markers[0])
@@ -119,7 +119,7 @@ def test_res4_text_only_drop_gives_stub(aleaks: AsyncLeakCheck, aspy: AsyncAttem
     aleaks.emulator.script(scenario, Scenario.build("must not be requested"))
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
         assert got.text.strip() and result.content == got.text.strip()
         assert result.stub is True and result.finish_reason == "length"
         assert result.tool_calls == [] and result.dropped_tool_names == [] and result.attempts == 1
@@ -137,7 +137,7 @@ def test_res5_exhausted_mid_tool_call_stub_with_warning(
     )
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
         assert sum("reconnecting" in t for t in got.texts) == 2
         warning = got.texts[-1]
         assert (
@@ -161,7 +161,7 @@ def test_res5_names_first_three_tools_then_more(aleaks: AsyncLeakCheck) -> None:
     got = Collect()
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(retries=0), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT, retries=0), got)
         assert result.dropped_tool_names == [f"tool_{i}" for i in range(5)]
         assert "tool_0, tool_1, tool_2 +2 more" in got.texts[-1]
 
@@ -176,7 +176,7 @@ def test_res6_whitespace_only_exhausted_raises_original(
 
     async def main() -> None:
         with pytest.raises(httpx2.RemoteProtocolError) as caught:
-            await astream(aleaks, fsm_agent.Session(), got)
+            await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
         assert caught.value is aspy.errors[-1]
 
     aleaks.run(main)
@@ -191,7 +191,7 @@ def test_res6_whitespace_only_then_retried(aleaks: AsyncLeakCheck) -> None:
     got = Collect()
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT), got)
         assert (result.content, result.stub, result.attempts) == ("Real.", False, 2)
         assert not any("reconnecting" in t for t in got.texts)
 
@@ -210,7 +210,7 @@ def test_res7_client_errors_raised_at_once(
 ) -> None:
     aleaks.emulator.script(Scenario.build("x", faults=[HttpError(status)]), Scenario.build("never"))
     got = Collect()
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
 
     async def main() -> None:
         with pytest.raises(error) as caught:
@@ -232,7 +232,7 @@ def test_res7_client_errors_raised_at_once(
 @pytest.mark.parametrize("status", [400, 422])
 def test_res8_stream_options_rejected_retried_without(aleaks: AsyncLeakCheck, status: int) -> None:
     aleaks.emulator.script(Scenario.build("Hello.", faults=[RejectStreamOptions(status)]))
-    session = fsm_agent.Session(retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, retries=0)
     caller_params = params(stream_options={"include_usage": True})
     snapshot = copy.deepcopy(caller_params)
     got = Collect()
@@ -271,7 +271,7 @@ UNAVAILABLE = {
 def test_res9_fallback(aleaks: AsyncLeakCheck, case: str, got: Collect) -> None:
     fault, requests = UNAVAILABLE[case]
     aleaks.emulator.script(Scenario(steps=ANSWER.steps, faults=(fault,)))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     again = Collect()
 
     async def main() -> None:
@@ -300,7 +300,7 @@ def test_res9_fallback(aleaks: AsyncLeakCheck, case: str, got: Collect) -> None:
 def test_res9_raise(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy, case: str) -> None:
     fault, _ = UNAVAILABLE[case]
     aleaks.emulator.script(Scenario(steps=ANSWER.steps, faults=(fault,)))
-    session = fsm_agent.Session(unsupported="raise")
+    session = fsm_agent.Session(backoff=INSTANT, unsupported="raise")
     expected: type[Exception] = (
         openai.BadRequestError if case == "streaming-not-supported" else fsm_agent.StreamingUnsupportedError
     )
@@ -323,7 +323,7 @@ def test_res10_non_json_frame(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy, pos
         Scenario.build("Some words come first here.", faults=[MalformedFrame(position)]),
         Scenario.build("never"),
     )
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
 
     async def main() -> None:
@@ -352,7 +352,7 @@ def test_acc10_in_stream_error_retried_then_raised_with_code(aleaks: AsyncLeakCh
 
     async def main() -> None:
         with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-            await astream(aleaks, fsm_agent.Session(), Collect())
+            await astream(aleaks, fsm_agent.Session(backoff=INSTANT), Collect())
         assert caught.value.code == "content_policy_violation"
         assert "Your prompt was flagged." in str(caught.value)
 
@@ -371,12 +371,12 @@ def test_full_answer_matches_the_sync_path(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(scenario, cycle=True)
     sync_client = openai.OpenAI(base_url=aleaks.emulator.openai_base_url, api_key="sk-test", max_retries=0)
     try:
-        expected = fsm_agent.Session().stream(sync_client, params())
+        expected = fsm_agent.Session(backoff=INSTANT).stream(sync_client, params())
     finally:
         sync_client.close()
 
     async def main() -> Any:
-        return await astream(aleaks, fsm_agent.Session(), Collect())
+        return await astream(aleaks, fsm_agent.Session(backoff=INSTANT), Collect())
 
     result = aleaks.run(main)
     assert result.to_chat_completion() == expected.to_chat_completion()
@@ -400,7 +400,7 @@ def test_res1_factory_clients_closed_with_their_attempts(aleaks: AsyncLeakCheck)
         return made[-1]
 
     async def main() -> None:
-        result = await fsm_agent.Session().astream(factory, params())
+        result = await fsm_agent.Session(backoff=INSTANT).astream(factory, params())
         assert (result.content, result.attempts) == ("Recovered.", 2)
 
     aleaks.run(main)

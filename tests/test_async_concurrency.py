@@ -12,7 +12,7 @@ from typing import Any
 
 import openai
 import pytest
-from helpers import Collect, params
+from helpers import INSTANT, Collect, params
 from test_async_support import AsyncLeakCheck, astream
 
 import fsm_agent
@@ -29,7 +29,7 @@ def aleaks(emulator_factory: Callable[..., Emulator]) -> AsyncLeakCheck:
 def test_concurrent_stalls_each_counted_once(aleaks: AsyncLeakCheck) -> None:
     """12 async and 4 sync requests stall at once on one session: the streak is exactly 16."""
     aleaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.3, retries=0, stale_giveup=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=0, stale_giveup=0)
     sync_client = openai.OpenAI(base_url=aleaks.emulator.openai_base_url, api_key="sk-test", max_retries=0)
     sync_errors: list[BaseException] = []
 
@@ -60,7 +60,7 @@ def test_concurrent_stalls_each_counted_once(aleaks: AsyncLeakCheck) -> None:
 
 def test_concurrent_requests_learn_session_facts_once_for_all(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(Scenario.build("Hello, all.", faults=[RejectStreamOptions(400)]))
-    session = fsm_agent.Session(retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, retries=0)
 
     async def main() -> None:
         results = await asyncio.gather(*(astream(aleaks, session, Collect()) for _ in range(10)))
@@ -77,7 +77,7 @@ def test_concurrent_requests_learn_session_facts_once_for_all(aleaks: AsyncLeakC
 
 def test_concurrent_fallbacks_and_streams_share_streaming_disabled(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(Scenario.build("Plain for all.", faults=[StreamingUnsupported()]))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
 
     async def main() -> None:
         results = await asyncio.gather(*(astream(aleaks, session, Collect()) for _ in range(8)))
@@ -92,7 +92,7 @@ def test_concurrent_fallbacks_and_streams_share_streaming_disabled(aleaks: Async
 
 def test_interrupt_ends_every_request_in_flight_and_no_later_one(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     got = [Collect() for _ in range(6)]
 
     async def main() -> None:

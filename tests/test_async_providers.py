@@ -19,7 +19,7 @@ import boto3
 import botocore.config
 import openai
 import pytest
-from helpers import Collect, wait_until
+from helpers import INSTANT, Collect, wait_until
 from test_async_support import AsyncLeakCheck, aleaks, busy_connections
 
 import fsm_agent
@@ -160,7 +160,7 @@ def test_answer_equals_the_sync_path(aleaks: AsyncLeakCheck, kit: Kit, opened: l
     aleaks.emulator.script(FULL, cycle=True)
     sync_client = kit.sync_client(aleaks.emulator)
     got = Collect()
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
 
     async def main() -> tuple[Any, Any]:
         client = kit.client(aleaks)
@@ -191,7 +191,7 @@ def test_res3_drop_mid_tool_call_reconnects(aleaks: AsyncLeakCheck, kit: Kit, op
     got = Collect()
 
     async def main() -> Any:
-        return await fsm_agent.Session().astream(
+        return await fsm_agent.Session(backoff=INSTANT).astream(
             kit.client(aleaks), kit.params(), **kit.api(), **got.callbacks()
         )
 
@@ -207,7 +207,7 @@ def test_wd1_stall_before_text_is_retried(aleaks: AsyncLeakCheck, kit: Kit, open
     aleaks.emulator.script(
         Scenario.build("Hello.", faults=[Stall(1, seconds=10)]), Scenario.build("Hello again.")
     )
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
 
     async def main() -> Any:
         started = time.monotonic()
@@ -223,7 +223,7 @@ def test_wd1_stall_before_text_is_retried(aleaks: AsyncLeakCheck, kit: Kit, open
 
 def test_res9_streaming_unavailable_falls_back(aleaks: AsyncLeakCheck, kit: Kit) -> None:
     aleaks.emulator.script(Scenario(steps=FULL.steps, faults=(kit.unsupported,)))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
 
     async def main() -> Any:
@@ -244,7 +244,7 @@ def test_cancel_while_silent_closes_once_and_propagates(
     got = Collect()
 
     async def main() -> None:
-        session = fsm_agent.Session(stale_timeout=30, trace=sink)
+        session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30, trace=sink)
         task = asyncio.create_task(
             session.astream(kit.client(aleaks), kit.params(), **kit.api(), **got.callbacks())
         )
@@ -266,7 +266,7 @@ def test_res11_interrupt_from_another_thread_while_silent(
     aleaks: AsyncLeakCheck, kit: Kit, opened: list[Any]
 ) -> None:
     aleaks.emulator.script(Scenario.build("One two three four.", faults=[Stall(2, kind="text", seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     got = Collect()
     fired_at: list[float] = []
 
@@ -296,7 +296,7 @@ def test_res11_interrupt_before_the_response_headers(aleaks: AsyncLeakCheck, kit
     """The provider accepts the request and never answers: no stream yet, the open is cut short
     (for Bedrock: the worker thread's socket is shut down, so the thread ends as well)."""
     aleaks.emulator.script(Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
 
     async def main() -> None:
         task = asyncio.create_task(session.astream(kit.client(aleaks), kit.params(), **kit.api()))

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from helpers import DONE, Collect, chunk, params, sse
+from helpers import DONE, INSTANT, Collect, chunk, params, sse
 from test_async_support import AsyncAttemptSpy, AsyncCollect, AsyncLeakCheck, aleaks, aspy, astream
 
 import fsm_agent
@@ -38,7 +38,7 @@ def test_wd1_stall_before_text_is_retried(
     aleaks.emulator.script(
         Scenario.build("Hello.", faults=[Stall(1, seconds=10)]), Scenario.build("Hello again.")
     )
-    session = fsm_agent.Session(stale_timeout=0.4)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4)
     got = Collect() if callbacks == "plain" else AsyncCollect()
 
     async def main() -> None:
@@ -54,7 +54,7 @@ def test_wd1_stall_before_text_is_retried(
 
 def test_wd1_stall_exhausted_raises_and_streak_grows(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy) -> None:
     aleaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.3, retries=1)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=1)
 
     async def main() -> None:
         with pytest.raises(fsm_agent.StreamStalledError) as caught:
@@ -72,7 +72,7 @@ def test_wd1_stall_after_text_gives_stub(aleaks: AsyncLeakCheck, aspy: AsyncAtte
         "One two three four five six seven.", faults=[Stall(2, seconds=10, kind="text")]
     )
     aleaks.emulator.script(scenario, Scenario.build("never"))
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
     got = Collect()
 
     async def main() -> None:
@@ -91,7 +91,7 @@ def test_wd1_stall_mid_tool_call_retried_with_marker(aleaks: AsyncLeakCheck, asp
     got = AsyncCollect()
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(stale_timeout=0.3), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
         assert sum("reconnecting" in t for t in got.texts) == 1
         assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
         assert result.attempts == 2 and not result.stub
@@ -106,7 +106,7 @@ def test_wd1_stall_mid_tool_call_exhausted_stub_with_warning(aleaks: AsyncLeakCh
     got = Collect()
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(stale_timeout=0.3, retries=0), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=0), got)
         assert result.stub and result.dropped_tool_names == ["write_file"]
         assert "Stream stalled mid tool-call" in got.texts[-1] and result.content.endswith(got.texts[-1])
 
@@ -129,7 +129,8 @@ def test_wd1_pings_do_not_keep_a_dead_stream_alive(aleaks: AsyncLeakCheck, kind:
 
     async def main() -> None:
         started = time.monotonic()
-        result = await astream(aleaks, fsm_agent.Session(stale_timeout=0.3), Collect(), activity=True)
+        session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
+        result = await astream(aleaks, session, Collect(), activity=True)
         assert time.monotonic() - started < 1.5
         assert stalled_to(result) == 1 and result.stub and result.content == "Visible text."
 
@@ -150,7 +151,7 @@ def test_wd1_slow_but_steady_events_are_not_a_stall(aleaks: AsyncLeakCheck) -> N
     got = Collect()
 
     async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(stale_timeout=0.4), got)
+        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4), got)
         assert result.content == "".join(pieces) and result.attempts == 1
         assert stalled_to(result) == 0 and got.statuses == []
 
@@ -159,7 +160,7 @@ def test_wd1_slow_but_steady_events_are_not_a_stall(aleaks: AsyncLeakCheck) -> N
 
 def test_wd1_silence_before_response_headers_is_a_stall(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.4, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4, retries=0)
 
     async def main() -> None:
         started = time.monotonic()
@@ -176,7 +177,7 @@ def test_wd1_silence_before_response_headers_is_a_stall(aleaks: AsyncLeakCheck) 
 
 def test_wd3_breaker_trips_before_any_connection(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy) -> None:
     aleaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=2, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0)
 
     async def main() -> None:
         for expected_streak in (1, 2):
@@ -194,7 +195,7 @@ def test_wd3_breaker_trips_before_any_connection(aleaks: AsyncLeakCheck, aspy: A
 
 def test_wd3_success_resets_the_streak(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]), Scenario.build("Back."))
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=2, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0)
 
     async def main() -> None:
         with pytest.raises(fsm_agent.StreamStalledError):
@@ -212,7 +213,7 @@ def test_wd3_success_resets_the_streak(aleaks: AsyncLeakCheck) -> None:
 def test_wd4_abort_within_quarter_second_without_polling(aleaks: AsyncLeakCheck) -> None:
     aleaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
     stale = 0.5
-    session = fsm_agent.Session(stale_timeout=stale, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=stale, retries=0)
     last_activity: list[float] = []
     stalled_at: list[float] = []
 
@@ -308,7 +309,7 @@ def test_fsm6_a_silent_fallback_request_is_a_stall(aleaks: AsyncLeakCheck) -> No
         Scenario.build("x", faults=[StreamingUnsupported()]),
         Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]),
     )
-    session = fsm_agent.Session(stale_timeout=0.5)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.5)
 
     async def main() -> None:
         started = time.monotonic()
@@ -323,7 +324,7 @@ def test_fsm6_a_silent_fallback_request_is_a_stall(aleaks: AsyncLeakCheck) -> No
 def test_wd1_a_slow_coroutine_callback_is_not_a_stall(aleaks: AsyncLeakCheck) -> None:
     answer = "Hello there, this is a long answer with several words in it."
     aleaks.emulator.script(Scenario.build(answer))
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
     statuses: list[str] = []
     calls = 0
 

@@ -20,7 +20,7 @@ import botocore.config
 import botocore.eventstream
 import pytest
 import urllib3.exceptions
-from helpers import Collect, wait_until
+from helpers import INSTANT, Collect, wait_until
 
 import fsm_agent
 from fsm_agent.actions import OpenAttempt
@@ -140,7 +140,7 @@ def run(leaks: BedrockLeaks, session: fsm_agent.Session, got: Collect, **kwargs:
 def test_text_reasoning_tool_use_same_shape(leaks: BedrockLeaks, attempts: list[Attempt]) -> None:
     leaks.emulator.script(FULL)
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)  # api inferred from the boto3 client
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)  # api inferred from the boto3 client
     assert (result.content, result.reasoning) == (FULL.text, FULL.reasoning)
     assert got.text == FULL.text and "".join(got.reasoning) == FULL.reasoning
     assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
@@ -171,7 +171,7 @@ def test_text_reasoning_tool_use_same_shape(leaks: BedrockLeaks, attempts: list[
 )
 def test_stop_reasons_over_the_wire(leaks: BedrockLeaks, scripted: str, expected: str) -> None:
     leaks.emulator.script(Scenario.build("Some text.", finish_reason=scripted))
-    result = run(leaks, fsm_agent.Session(), Collect())
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert (result.content, result.finish_reason) == ("Some text.", expected)
     leaks.assert_clean()
 
@@ -222,13 +222,13 @@ def test_transient_in_stream_exceptions_are_retried(
     fault = StreamError(1, message="try later", bedrock_exception=exception)
     leaks.emulator.script(Scenario.build("Hidden.", faults=[fault]), Scenario.build("Recovered."))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert (result.content, result.attempts) == ("Recovered.", 2) and got.text == "Recovered."
     assert closed_once(attempts, 2)
     # with no retry left, the same exception is raised as ours, with the provider's code and message
     leaks.emulator.script(Scenario.build("Hidden.", faults=[fault]))
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        run(leaks, fsm_agent.Session(retries=0), Collect())
+        run(leaks, fsm_agent.Session(backoff=INSTANT, retries=0), Collect())
     assert caught.value.code == exception and "try later" in str(caught.value)
     assert classify(caught.value) is ErrorKind.TRANSIENT
     assert type(caught.value.__cause__).__name__ == "EventStreamError"
@@ -240,7 +240,7 @@ def test_validation_exception_is_raised_at_once(leaks: BedrockLeaks, attempts: l
     leaks.emulator.script(Scenario.build("x", faults=[fault]), Scenario.build("never"))
     got = Collect()
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        run(leaks, fsm_agent.Session(), got)
+        run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert caught.value.code == "validationException" and "Malformed input request" in str(caught.value)
     assert classify(caught.value) is ErrorKind.PERMANENT
     assert len(leaks.emulator.requests) == 1 and got.statuses == []
@@ -263,7 +263,7 @@ def test_corrupt_frame_is_a_clear_error(leaks: BedrockLeaks, attempts: list[Atte
         Scenario.build("Checksums matter.", faults=[CorruptCrc(1)]), Scenario.build("never")
     )
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        run(leaks, fsm_agent.Session(), Collect())
+        run(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert caught.value.code == "provider_stream_malformed_chunk"
     assert "corrupt" in str(caught.value) and "Checksum mismatch" in str(caught.value)
     assert isinstance(caught.value.__cause__, botocore.eventstream.ChecksumMismatch)  # botocore found it
@@ -277,7 +277,7 @@ def test_malformed_event_payload_is_a_clear_error(leaks: BedrockLeaks) -> None:
         Scenario.build("Some words here.", faults=[MalformedFrame(2)]), Scenario.build("never")
     )
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        run(leaks, fsm_agent.Session(), Collect())
+        run(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert caught.value.code == "provider_stream_malformed_chunk" and "contentBlockDelta" in str(caught.value)
     assert len(leaks.emulator.requests) == 1
     leaks.assert_clean()
@@ -290,11 +290,11 @@ def test_drop_before_delivery_retried_then_original_error(
     leaks: BedrockLeaks, attempts: list[Attempt]
 ) -> None:
     leaks.emulator.script(Scenario.build("Hello.", faults=[DropAfter(1)]), Scenario.build("Hello again."))
-    result = run(leaks, fsm_agent.Session(), Collect())
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert (result.content, result.attempts) == ("Hello again.", 2)
     leaks.emulator.script(Scenario.build("Hello.", faults=[DropMidFrame(1)]))
     with pytest.raises(urllib3.exceptions.ProtocolError):  # the original object, as urllib3 raised it
-        run(leaks, fsm_agent.Session(retries=1), Collect())
+        run(leaks, fsm_agent.Session(backoff=INSTANT, retries=1), Collect())
     assert len(leaks.emulator.requests) == 4
     assert closed_once(attempts, 4)
     leaks.assert_clean()
@@ -304,7 +304,7 @@ def test_drop_before_delivery_retried_then_original_error(
 def test_http_throttling_and_server_errors_are_transient(leaks: BedrockLeaks, status: int) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[HttpError(status)]), Scenario.build("Served."))
     client = leaks.client(botocore_retries=0)  # botocore's own retry would hide ours
-    result = run(leaks, fsm_agent.Session(), Collect(), client=client)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), Collect(), client=client)
     assert (result.content, result.attempts) == ("Served.", 2)
     assert len(leaks.emulator.requests) == 2
     leaks.assert_clean()
@@ -314,7 +314,7 @@ def test_drop_mid_tool_call_after_text_reconnects(leaks: BedrockLeaks) -> None:
     cut = Scenario.build("Writing it.", tool_calls=[WRITE], faults=[DropMidFrame(2, kind="tool_args")])
     leaks.emulator.script(cut, Scenario.build("Writing it.", tool_calls=[WRITE]))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert sum("reconnecting" in t for t in got.texts) == 1
     assert [(c.id, c.arguments) for c in result.tool_calls] == [("tooluse_emu2_0", WRITE.arguments)]
     assert (result.content, result.attempts, result.stub) == ("Writing it.", 2, False)
@@ -326,7 +326,7 @@ def test_drop_mid_tool_call_after_text_reconnects(leaks: BedrockLeaks) -> None:
 
 def test_access_denied_falls_back_to_converse(leaks: BedrockLeaks) -> None:
     leaks.emulator.script(Scenario(steps=FULL.steps, usage=FULL.usage, faults=(BedrockAccessDenied(),)))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
     result = run(leaks, session, got)
     assert got.texts == [FULL.text] and got.reasoning == [FULL.reasoning]  # delivered once
@@ -353,7 +353,7 @@ def test_access_denied_with_raise_mode(leaks: BedrockLeaks) -> None:
     import botocore.exceptions
 
     leaks.emulator.script(Scenario.build("x", faults=[BedrockAccessDenied()]))
-    session = fsm_agent.Session(unsupported="raise")
+    session = fsm_agent.Session(backoff=INSTANT, unsupported="raise")
     with pytest.raises(botocore.exceptions.ClientError) as caught:
         run(leaks, session, Collect())
     assert "InvokeModelWithResponseStream" in str(caught.value)
@@ -368,7 +368,7 @@ def test_silent_stream_is_aborted_and_raises_when_not_retried(
     leaks: BedrockLeaks, attempts: list[Attempt]
 ) -> None:
     leaks.emulator.script(Scenario.build("Hello.", faults=[Stall(0, seconds=10)]))  # headers, then nothing
-    session = fsm_agent.Session(stale_timeout=0.5, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.5, retries=0)
     stalled_at: list[float] = []
     client = leaks.client()
     started = time.monotonic()
@@ -384,7 +384,9 @@ def test_silent_stream_is_aborted_and_raises_when_not_retried(
 def test_streak_breaker_and_reset(leaks: BedrockLeaks, attempts: list[Attempt]) -> None:
     stall = Scenario.build("Hello.", faults=[Stall(0, seconds=10)])
     leaks.emulator.script(stall, stall, Scenario.build("Back."))
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=2, retries=0)
+    session = fsm_agent.Session(
+        backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0, breaker_cooldown=0.2
+    )
     for streak in (1, 2):
         with pytest.raises(fsm_agent.StreamStalledError):
             run(leaks, session, Collect())
@@ -395,8 +397,9 @@ def test_streak_breaker_and_reset(leaks: BedrockLeaks, attempts: list[Attempt]) 
     assert "unresponsive" in str(caught.value)
     assert len(leaks.emulator.requests) == seen == 2  # converse_stream was never called
     assert len(attempts) == 2
-    # a good stream resets the streak (below the breaker, so the session still connects)
-    session.stale_streak = 1
+    # BO-7: once breaker_cooldown has passed one probe goes through; its success resets the streak
+    assert caught.value.retry_at is not None
+    time.sleep(max(0.0, caught.value.retry_at - time.time()) + 0.02)
     assert run(leaks, session, Collect()).content == "Back."
     assert session.stale_streak == 0
     leaks.assert_clean()
@@ -406,7 +409,7 @@ def test_stall_after_text_gives_stub(leaks: BedrockLeaks) -> None:
     scenario = Scenario.build("One two three four five six.", faults=[Stall(2, seconds=10, kind="text")])
     leaks.emulator.script(scenario, Scenario.build("never"))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(stale_timeout=0.3), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
     assert result.stub and result.content == got.text.strip() and result.finish_reason == "length"
     assert len(leaks.emulator.requests) == 1
     leaks.assert_clean()
@@ -421,7 +424,7 @@ def test_on_activity_fires_on_every_event_and_cannot_abort(leaks: BedrockLeaks) 
         raise RuntimeError("a broken monitor")
 
     client = leaks.client()
-    result = fsm_agent.Session().stream(client, bparams(), on_activity=on_activity)
+    result = fsm_agent.Session(backoff=INSTANT).stream(client, bparams(), on_activity=on_activity)
     assert result.content == FULL.text and len(result.tool_calls) == 2
     # messageStart; per block its deltas and its stop; the reasoning signature; two tool starts;
     # messageStop; metadata
@@ -432,7 +435,7 @@ def test_on_activity_fires_on_every_event_and_cannot_abort(leaks: BedrockLeaks) 
 
 def test_interrupt_while_bedrock_is_silent(leaks: BedrockLeaks, attempts: list[Attempt]) -> None:
     leaks.emulator.script(Scenario.build("Hello there.", faults=[Stall(2, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     got = Collect()
     fired_at: list[float] = []
 
@@ -495,7 +498,7 @@ def test_astream_with_boto3(leaks: BedrockLeaks) -> None:
 
 
 def test_bedrock_model_ids_resolve_to_reasoning_floors(leaks: BedrockLeaks) -> None:
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     assert reasoning_floor(MODEL) == REASONING_FLOORS["claude-sonnet-4.5"]
     assert session.stale_timeout_for(MODEL) == REASONING_FLOORS["claude-sonnet-4.5"]
     # end to end: the session resolves the request's stale timeout from `modelId`
@@ -503,7 +506,7 @@ def test_bedrock_model_ids_resolve_to_reasoning_floors(leaks: BedrockLeaks) -> N
     assert reasoning_floor(opus) == REASONING_FLOORS["claude-opus-4"] != 180.0
     sink = MemorySink(record_wire=True)
     leaks.emulator.script(Scenario.build("Floors.", tool_calls=[WRITE]))
-    result = fsm_agent.Session(trace=sink).stream(leaks.client(), bparams(opus))
+    result = fsm_agent.Session(backoff=INSTANT, trace=sink).stream(leaks.client(), bparams(opus))
     assert result.content == "Floors."
     lines = [json.loads(line) for line in sink.text().splitlines()]
     header = next(line for line in lines if line["type"] == "request")

@@ -9,7 +9,7 @@ from typing import Any
 
 import helpers
 import pytest
-from helpers import DONE, Collect, LeakCheck, chunk, params, sse
+from helpers import DONE, INSTANT, Collect, LeakCheck, chunk, params, sse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,7 +41,7 @@ def run(leaks: LeakCheck, scenario: Scenario | tuple[Scenario, ...], **kwargs: A
     scenarios = scenario if isinstance(scenario, tuple) else (scenario,)
     leaks.emulator.script(*scenarios)
     got = Collect()
-    session = kwargs.pop("session", None) or fsm_agent.Session()
+    session = kwargs.pop("session", None) or fsm_agent.Session(backoff=INSTANT)
     client = leaks.client()
     result = session.stream(client, params(), **got.callbacks(), **kwargs)
     leaks.assert_clean()

@@ -13,7 +13,7 @@ import helpers
 import httpx2
 import openai
 import pytest
-from helpers import AttemptSpy, Collect, LeakCheck, params, text_frames, wait_until
+from helpers import INSTANT, AttemptSpy, Collect, LeakCheck, params, text_frames, wait_until
 
 import fsm_agent
 from fsm_agent.actions import OpenAttempt
@@ -53,7 +53,7 @@ def test_res1_res2_silent_retries_then_success(leaks: LeakCheck, spy: AttemptSpy
     cut = Scenario.build("Hello there.", faults=[DropAfter(1)])  # after the role chunk, before text
     leaks.emulator.script(cut, cut, Scenario.build("Hello there."))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert (result.content, result.attempts, result.stub) == ("Hello there.", 3, False)
     assert got.text == "Hello there."  # silent: no marker, nothing repeated
     assert len(leaks.emulator.requests) == 3
@@ -66,7 +66,7 @@ def test_res1_three_attempts_by_default_then_original_error(leaks: LeakCheck, sp
     leaks.emulator.script(Scenario.build("Hello there.", faults=[DropAfter(1)]))
     got = Collect()
     with pytest.raises(httpx2.RemoteProtocolError) as caught:
-        stream(leaks, fsm_agent.Session(), got)
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert caught.value is spy.errors[-1]  # the original object, not a wrapper
     assert len(leaks.emulator.requests) == 3
     assert got.texts == []
@@ -77,7 +77,7 @@ def test_res1_three_attempts_by_default_then_original_error(leaks: LeakCheck, sp
 def test_res1_retries_setting_is_the_budget(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[DropAfter(1)]))
     with pytest.raises(httpx2.RemoteProtocolError):
-        stream(leaks, fsm_agent.Session(retries=4), Collect())
+        stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=4), Collect())
     assert len(leaks.emulator.requests) == 5
     spy.assert_each_closed_once(5)
     leaks.assert_clean()
@@ -85,7 +85,7 @@ def test_res1_retries_setting_is_the_budget(leaks: LeakCheck, spy: AttemptSpy) -
 
 def test_res1_http_500_is_transient(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[HttpError(500)]), Scenario.build("Recovered."))
-    result = stream(leaks, fsm_agent.Session(), Collect())
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert (result.content, result.attempts) == ("Recovered.", 2)
     leaks.assert_clean()
 
@@ -99,7 +99,7 @@ def test_res3_mid_tool_call_retry_with_reconnecting_marker(leaks: LeakCheck, spy
     )
     leaks.emulator.script(cut, Scenario.build("Let me write the file.", tool_calls=[WRITE]))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     markers = [t for t in got.texts if "reconnecting" in t]
     assert len(markers) == 1
     before, _, after = got.text.partition(markers[0])
@@ -117,7 +117,7 @@ def test_res2_tool_call_without_text_retried_silently(leaks: LeakCheck, spy: Att
     cut = Scenario.build(tool_calls=[WRITE], faults=[DropMidFrame(2, kind="tool_args")])
     leaks.emulator.script(cut, Scenario.build(tool_calls=[WRITE]))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert got.texts == []  # nothing visible was delivered: no marker
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
     assert result.attempts == 2 and not result.stub
@@ -129,7 +129,7 @@ def test_res6_tool_call_without_text_exhausted_raises_not_stubs(leaks: LeakCheck
     leaks.emulator.script(Scenario.build(tool_calls=[WRITE], faults=[DropMidFrame(2, kind="tool_args")]))
     got = Collect()
     with pytest.raises(httpx2.RemoteProtocolError) as caught:
-        stream(leaks, fsm_agent.Session(retries=1), got)
+        stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=1), got)
     assert caught.value is spy.errors[-1]
     assert got.texts == []
     spy.assert_each_closed_once(2)
@@ -145,7 +145,7 @@ def test_res4_text_only_drop_gives_stub_with_delivered_text(leaks: LeakCheck, sp
     )
     leaks.emulator.script(scenario, Scenario.build("must not be requested"))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert got.text.strip() and got.text != got.text.strip()
     assert result.content == got.text.strip()
     assert result.stub is True and result.finish_reason == "length"
@@ -163,7 +163,7 @@ def test_res5_exhausted_mid_tool_call_stub_with_warning(leaks: LeakCheck, spy: A
     cut = Scenario.build("Saving now.", tool_calls=[WRITE], faults=[DropMidFrame(1, kind="tool_args")])
     leaks.emulator.script(cut)
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert len(leaks.emulator.requests) == 3
     assert sum("reconnecting" in t for t in got.texts) == 2
     warning = got.texts[-1]  # sent live, last
@@ -183,7 +183,7 @@ def test_res5_names_first_three_tools_then_more(leaks: LeakCheck) -> None:
         Scenario.build("Running.", tool_calls=tools, faults=[DropMidFrame(4, kind="tool_args")])
     )
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(retries=0), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=0), got)
     assert result.dropped_tool_names == [f"tool_{i}" for i in range(5)]
     assert "tool_0, tool_1, tool_2 +2 more" in got.texts[-1]
     assert "tool_3" not in got.texts[-1]
@@ -194,7 +194,7 @@ def test_res5_non_transient_error_mid_tool_call_stubs_at_once(leaks: LeakCheck) 
     fault = StreamError(5, message="Invalid tool schema.", code="invalid_request_error", kind=None)
     leaks.emulator.script(Scenario.build("Saving now.", tool_calls=[WRITE], faults=[fault]))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert len(leaks.emulator.requests) == 1
     assert result.stub and result.dropped_tool_names == ["write_file"]
     assert "Stream stalled mid tool-call" in got.texts[-1]
@@ -208,7 +208,7 @@ def test_res6_whitespace_only_then_retried(leaks: LeakCheck) -> None:
     blank = Scenario.build(" \n\t ", faults=[DropAfter(1, kind="text")])
     leaks.emulator.script(blank, Scenario.build("Real answer."))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert (result.content, result.stub, result.attempts) == ("Real answer.", False, 2)
     assert not any("reconnecting" in t for t in got.texts)
     leaks.assert_clean()
@@ -218,7 +218,7 @@ def test_res6_whitespace_only_exhausted_raises_original(leaks: LeakCheck, spy: A
     leaks.emulator.script(Scenario.build(" \n\t ", faults=[DropAfter(1, kind="text")]))
     got = Collect()
     try:
-        stream(leaks, fsm_agent.Session(), got)
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
     except httpx2.RemoteProtocolError as exc:  # the caller's `except` of the original class works
         assert exc is spy.errors[-1]
     else:  # pragma: no cover - the assertion below explains
@@ -241,7 +241,7 @@ def test_res7_client_errors_raised_at_once(
 ) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[HttpError(status)]), Scenario.build("never"))
     got = Collect()
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     with pytest.raises(error) as caught:
         stream(leaks, session, got)
     assert caught.value.status_code == status  # type: ignore[attr-defined]
@@ -264,7 +264,7 @@ def test_res8_stream_options_rejected_retried_without_even_with_no_retries(
     leaks: LeakCheck, status: int
 ) -> None:
     leaks.emulator.script(Scenario.build("Hello.", faults=[RejectStreamOptions(status)]))
-    session = fsm_agent.Session(retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, retries=0)
     got = Collect()
     caller_params = params(stream_options={"include_usage": True})
     snapshot = copy.deepcopy(caller_params)
@@ -342,7 +342,7 @@ def test_res8_native_gemini_never_sends_stream_options(leaks: LeakCheck) -> None
         http_client=httpx2.Client(transport=_ToEmulator(leaks.emulator.port)),
     )
     leaks.clients.append(client)
-    session = fsm_agent.Session(retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, retries=0)
     result = stream(leaks, session, Collect(), client=client, params=params("gemini-2.5-flash"))
     assert result.content == "Gemini says hi."
     assert len(leaks.emulator.requests) == 1
@@ -375,7 +375,7 @@ UNAVAILABLE = {
 def test_res9_fallback(leaks: LeakCheck, case: str) -> None:
     fault, requests = UNAVAILABLE[case]
     leaks.emulator.script(_with_fault(fault))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
     result = stream(leaks, session, got)
     assert got.texts == ["Plain answer."]  # delivered once, whole
@@ -409,7 +409,7 @@ def test_res9_fallback(leaks: LeakCheck, case: str) -> None:
 def test_res9_raise(leaks: LeakCheck, spy: AttemptSpy, case: str) -> None:
     fault, _ = UNAVAILABLE[case]
     leaks.emulator.script(_with_fault(fault))
-    session = fsm_agent.Session(unsupported="raise")
+    session = fsm_agent.Session(backoff=INSTANT, unsupported="raise")
     got = Collect()
     expected: type[Exception] = (
         openai.BadRequestError if case == "streaming-not-supported" else fsm_agent.StreamingUnsupportedError
@@ -434,7 +434,7 @@ def test_res10_non_json_frame(leaks: LeakCheck, spy: AttemptSpy, position: int) 
         Scenario.build("Some words come first here.", faults=[MalformedFrame(position)]),
         Scenario.build("never"),
     )
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
         stream(leaks, session, got)
@@ -455,7 +455,7 @@ def test_res10_raw_text_is_redacted(leaks: LeakCheck) -> None:
     secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123"
     leaks.emulator.script(Scenario.build("x", faults=[MalformedFrame(0, payload=f"oops {secret} <html>")]))
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        stream(leaks, fsm_agent.Session(), Collect())
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert caught.value.raw_text is not None and caught.value.raw_text.startswith("oops ")
     assert secret not in caught.value.raw_text and secret not in str(caught.value)
     leaks.assert_clean()
@@ -466,7 +466,7 @@ def test_res10_raw_text_is_redacted(leaks: LeakCheck) -> None:
 
 def test_acc10_in_stream_server_error_is_retried(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[StreamError(1)]), Scenario.build("Fine now."))
-    result = stream(leaks, fsm_agent.Session(), Collect())
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert (result.content, result.attempts) == ("Fine now.", 2)
     leaks.assert_clean()
 
@@ -477,7 +477,7 @@ def test_acc10_in_stream_error_raised_with_code_and_message(leaks: LeakCheck) ->
     )
     leaks.emulator.script(Scenario.build("x", faults=[fault]))
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        stream(leaks, fsm_agent.Session(), Collect())
+        stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert caught.value.code == "content_policy_violation"
     assert "Your prompt was flagged." in str(caught.value)
     assert len(leaks.emulator.requests) == 1
@@ -509,7 +509,7 @@ def test_res11_session_interrupt_while_provider_silent(leaks: LeakCheck, spy: At
         "mid-tool": Stall(2, seconds=10, kind="tool_args"),
     }[where]
     leaks.emulator.script(Scenario.build("One two three four five six.", tool_calls=[WRITE], faults=[stall]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     client = leaks.client()
     got = Collect()
     thread, fired_at = _interrupt_later(session.interrupt, lambda: bool(got.activity))
@@ -531,7 +531,7 @@ def test_res11_session_interrupt_while_provider_silent(leaks: LeakCheck, spy: At
 
 def test_res11_interrupt_event_while_provider_silent(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("Hello there.", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     client = leaks.client()
     got = Collect()
     event = threading.Event()
@@ -552,13 +552,13 @@ def test_res11_interrupt_event_already_set_never_connects(leaks: LeakCheck) -> N
     event = threading.Event()
     event.set()
     with pytest.raises(InterruptedError):
-        fsm_agent.Session().stream(leaks.client(), params(), interrupt=event)
+        fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params(), interrupt=event)
     assert leaks.emulator.requests == []
     leaks.assert_clean()
 
 
 def test_res11_interrupt_with_nothing_in_flight_does_not_poison_later_requests(leaks: LeakCheck) -> None:
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     session.interrupt()
     leaks.emulator.script(Scenario.build("Normal."))
     assert session.stream(leaks.client(), params()).content == "Normal."
@@ -568,7 +568,7 @@ def test_res11_interrupt_with_nothing_in_flight_does_not_poison_later_requests(l
 def test_res11_interrupt_from_a_callback_while_frames_keep_coming(leaks: LeakCheck, spy: AttemptSpy) -> None:
     frames = text_frames(*(f"word{i} " for i in range(40)))
     leaks.emulator.script(Scenario(raw=frames, frame_delay=0.02))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     texts: list[str] = []
 
     def on_text(text: str) -> None:
@@ -587,7 +587,7 @@ def test_res11_interrupt_from_a_callback_while_frames_keep_coming(leaks: LeakChe
 
 def test_res11_interrupt_ends_every_request_of_the_session_in_flight(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     client = leaks.client()
     outcomes: list[BaseException | None] = []
 
@@ -616,7 +616,7 @@ def test_res9_fallback_request_failing_raises_its_error(leaks: LeakCheck) -> Non
     leaks.emulator.script(
         Scenario.build("x", faults=[StreamingUnsupported()]), Scenario.build("x", faults=[HttpError(500)])
     )
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     with pytest.raises(openai.InternalServerError):
         session.stream(leaks.client(), params())
     assert [r.stream for r in leaks.emulator.requests] == [True, False]
@@ -629,15 +629,16 @@ def test_res9_fallback_request_failing_raises_its_error(leaks: LeakCheck) -> Non
 
 @pytest.mark.parametrize("retries", [0, 1])
 def test_res1_the_sdks_own_retries_do_not_multiply_the_budget(leaks: LeakCheck, retries: int) -> None:
-    leaks.emulator.script(Scenario.build("x", faults=[HttpError(503, headers={"retry-after": "3"})]))
-    # A client built with the SDK's defaults (max_retries=2, honouring retry-after).
+    leaks.emulator.script(Scenario.build("x", faults=[HttpError(503, headers={"retry-after": "0.2"})]))
+    # A client built with the SDK's defaults (max_retries=2, honouring retry-after): the session
+    # waits the hint between its own attempts (BO-2), the SDK adds no tries of its own.
     client = openai.OpenAI(base_url=leaks.emulator.openai_base_url, api_key="sk-test")
     try:
         started = time.monotonic()
         with pytest.raises(openai.InternalServerError):
-            fsm_agent.Session(retries=retries).stream(client, params())
+            fsm_agent.Session(backoff=INSTANT, retries=retries).stream(client, params())
         assert len(leaks.emulator.requests) == retries + 1
-        assert time.monotonic() - started < 2  # never slept out a retry-after
+        assert time.monotonic() - started < 0.2 * retries + 1.5  # the SDK slept no retry-after of its own
         assert client.max_retries == 2  # the caller's client is unchanged
     finally:
         client.close()
@@ -648,7 +649,7 @@ def test_a_clean_end_before_finish_and_done_is_a_stub_not_a_success(leaks: LeakC
     leaks.emulator.script(
         Scenario.build("Hello there, this is a long answer.", faults=[EndAfter(2, kind="text")])
     )
-    result = fsm_agent.Session().stream(leaks.client(), params())
+    result = fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params())
     assert result.stub and result.finish_reason == "length" and result.attempts == 1
     assert result.content and "answer" not in result.content
     leaks.assert_clean()
@@ -656,8 +657,9 @@ def test_a_clean_end_before_finish_and_done_is_a_stub_not_a_success(leaks: LeakC
 
 def test_cb6_on_text_raising_on_the_fallback_answer_fails_the_request(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("Plain answer.", faults=[StreamingUnsupported()]))
-    session = fsm_agent.Session()
-    session.stale_streak = 1
+    session = fsm_agent.Session(backoff=INSTANT)
+    client = leaks.client()
+    helpers.preset_health(session, client, params(), "chat_completions", stall=True)
 
     def on_text(text: str) -> None:
         raise RuntimeError("the display is gone")
@@ -665,7 +667,7 @@ def test_cb6_on_text_raising_on_the_fallback_answer_fails_the_request(leaks: Lea
     sink = fsm_agent.MemorySink()
     session.trace = sink
     with pytest.raises(RuntimeError, match="display is gone"):
-        session.stream(leaks.client(), params(), on_text=on_text)
+        session.stream(client, params(), on_text=on_text)
     records = [(r.source, r.dest) for r in sink.records]
     assert records[-2:] == [("connecting", "fallback"), ("fallback", "failed")]
     assert session.stale_streak == 1  # no success was remembered

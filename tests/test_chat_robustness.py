@@ -11,7 +11,18 @@ import helpers
 import openai
 import pytest
 import structlog
-from helpers import DONE, AttemptSpy, Collect, LeakCheck, chunk, make_client, params, sse, text_frames
+from helpers import (
+    DONE,
+    INSTANT,
+    AttemptSpy,
+    Collect,
+    LeakCheck,
+    chunk,
+    make_client,
+    params,
+    sse,
+    text_frames,
+)
 
 import fsm_agent
 from fsm_agent.testing import (
@@ -50,7 +61,7 @@ def test_cb1_on_text_gets_strings_only_in_order(leaks: LeakCheck) -> None:
     )
     leaks.emulator.script(Scenario(raw=frames))
     got = Collect()
-    result = fsm_agent.Session().stream(leaks.client(), params(), **got.callbacks())
+    result = fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params(), **got.callbacks())
     assert got.texts == ["Hello", ", world", "!"]
     assert result.content == "Hello, world!"
     leaks.assert_clean()
@@ -63,7 +74,7 @@ def test_cb3_on_tool_call_fires_once_when_named_while_arguments_stream(leaks: Le
         )
     )
     order: list[str] = []
-    result = fsm_agent.Session().stream(
+    result = fsm_agent.Session(backoff=INSTANT).stream(
         leaks.client(),
         params(),
         on_tool_call=lambda index, name: order.append(f"tool {index} {name}"),
@@ -129,7 +140,7 @@ def test_cb5_on_status_raising_does_not_stop_a_retry(leaks: LeakCheck) -> None:
         notices.append(message)
         raise RuntimeError("status bar is broken")
 
-    result = fsm_agent.Session().stream(leaks.client(), params(), on_status=broken)
+    result = fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params(), on_status=broken)
     assert result.content == "Recovered." and result.attempts == 2
     assert notices and "retrying" in notices[0]
     leaks.assert_clean()
@@ -179,7 +190,7 @@ def test_cb6_raising_on_the_library_text(leaks: LeakCheck, spy: AttemptSpy, libr
     statuses: list[str] = []
     try:
         with pytest.raises(Boom) as caught:
-            fsm_agent.Session(retries=retries).stream(
+            fsm_agent.Session(backoff=INSTANT, retries=retries).stream(
                 leaks.client(), params(), on_text=on_text, on_status=statuses.append
             )
     finally:
@@ -199,7 +210,7 @@ def test_cb6_raising_during_fallback_delivery(leaks: LeakCheck) -> None:
         raise error
 
     with pytest.raises(Boom) as caught:
-        fsm_agent.Session().stream(leaks.client(), params(), on_text=on_text)
+        fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params(), on_text=on_text)
     assert caught.value is error
     leaks.assert_clean()
 
@@ -219,7 +230,7 @@ def test_factory_gives_each_attempt_its_own_client_and_closes_it(leaks: LeakChec
         made.append(make_client(leaks.emulator))
         return made[-1]
 
-    result = fsm_agent.Session().stream(factory, params())
+    result = fsm_agent.Session(backoff=INSTANT).stream(factory, params())
     assert result.content == "Ok." and result.attempts == 3
     assert len(made) == 3 and len({id(c) for c in made}) == 3
     assert all(client.is_closed() for client in made)
@@ -241,7 +252,7 @@ def test_factory_clients_closed_whatever_the_outcome(leaks: LeakCheck, outcome: 
         made.append(make_client(leaks.emulator))
         return made[-1]
 
-    session = fsm_agent.Session(retries=1)
+    session = fsm_agent.Session(backoff=INSTANT, retries=1)
     if outcome == "error":
         with pytest.raises(Exception, match=r"peer closed|incomplete"):
             session.stream(factory, params())
@@ -258,7 +269,7 @@ def test_direct_client_is_never_closed(leaks: LeakCheck) -> None:
         Scenario.build("x", faults=[DropAfter(1)]),
     )
     client = leaks.client()
-    session = fsm_agent.Session(retries=1)
+    session = fsm_agent.Session(backoff=INSTANT, retries=1)
     assert session.stream(client, params()).content == "Fine."
     assert not client.is_closed()
     with pytest.raises(Exception, match=r"peer closed|incomplete"):
@@ -281,7 +292,7 @@ def test_callers_params_never_mutated(leaks: LeakCheck) -> None:
         Scenario.build("x", faults=[DropAfter(1)]),
         Scenario.build("Ok."),
     )
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     client = leaks.client()
     assert session.stream(client, caller).content == "Ok."
     leaks.emulator.script(Scenario.build("Plain.", faults=[KeepaliveOnly(1)]))
@@ -320,7 +331,7 @@ def test_sec1_wrong_shapes_give_a_clear_error(leaks: LeakCheck, spy: AttemptSpy,
     bad, named = BAD_FRAMES[case]
     good = text_frames("Some ", "text")
     leaks.emulator.script(Scenario(raw=(good[0], good[1], bad, *good[2:])), Scenario.build("Next one works."))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     client = leaks.client()
     got = Collect()
     with pytest.raises(fsm_agent.FsmAgentError) as caught:
@@ -353,7 +364,7 @@ def test_sec2_byte_cap(leaks: LeakCheck, spy: AttemptSpy, shape: str) -> None:
         "one-huge-frame": Scenario(raw=(sse(chunk({"content": big})), DONE)),
     }[shape]
     leaks.emulator.script(scenario, Scenario.build("Small answer."))
-    session = fsm_agent.Session(max_bytes=4096)
+    session = fsm_agent.Session(backoff=INSTANT, max_bytes=4096)
     client = leaks.client()
     with pytest.raises(fsm_agent.FsmAgentError) as caught:
         session.stream(client, params())
@@ -367,7 +378,7 @@ def test_sec2_byte_cap(leaks: LeakCheck, spy: AttemptSpy, shape: str) -> None:
 
 def test_sec2_cap_is_per_request_not_per_session(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("y" * 1500, chunk_size=100))
-    session = fsm_agent.Session(max_bytes=8192)
+    session = fsm_agent.Session(backoff=INSTANT, max_bytes=8192)
     client = leaks.client()
     for _ in range(4):  # 4 x ~3.5 KB through one session
         assert session.stream(client, params()).content == "y" * 1500
@@ -381,7 +392,7 @@ def test_fsm5_every_transition_logged_with_its_fields(leaks: LeakCheck) -> None:
     cut = Scenario.build("Writing.", tool_calls=[WRITE], faults=[DropMidFrame(2, kind="tool_args")])
     leaks.emulator.script(cut, Scenario.build("Writing.", tool_calls=[WRITE]))
     with structlog.testing.capture_logs() as logs:
-        result = fsm_agent.Session().stream(leaks.client(), params())
+        result = fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params())
     transitions = [entry for entry in logs if entry.get("event") == "transition"]
     assert len(transitions) == len(result.records) >= 8
     for entry, record in zip(transitions, result.records, strict=True):
@@ -404,7 +415,7 @@ def test_fsm5_every_transition_logged_with_its_fields(leaks: LeakCheck) -> None:
 def test_fsm5_token_deltas_are_counted_not_logged(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("z" * 300, chunk_size=1, chat=ChatShape(sparse=True)))
     with structlog.testing.capture_logs() as logs:
-        result = fsm_agent.Session().stream(leaks.client(), params())
+        result = fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params())
     assert result.content == "z" * 300
     transitions = [entry for entry in logs if entry.get("event") == "transition"]
     assert len(transitions) == len(result.records) <= 5
@@ -416,7 +427,7 @@ def test_keepalives_between_every_frame_do_not_disturb_a_stream(leaks: LeakCheck
     faults = [Keepalives("comment"), Keepalives("data"), Keepalives("event")]
     leaks.emulator.script(Scenario.build("Steady text.", tool_calls=[WRITE], faults=faults))
     got = Collect()
-    result = fsm_agent.Session().stream(leaks.client(), params(), **got.callbacks())
+    result = fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params(), **got.callbacks())
     assert result.content == "Steady text." and result.tool_calls[0].arguments == WRITE.arguments
     assert got.statuses == []
     leaks.assert_clean()
@@ -426,7 +437,7 @@ def test_concurrent_requests_share_a_session_and_a_client(leaks: LeakCheck) -> N
     import threading
 
     leaks.emulator.script(Scenario.build("Shared answer with several words.", tool_calls=[WRITE]))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     client = leaks.client()
     results: dict[str, Any] = {}
 
@@ -452,6 +463,6 @@ def test_concurrent_requests_share_a_session_and_a_client(leaks: LeakCheck) -> N
 def test_a_timeout_in_the_params_is_honoured_not_an_error(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("Hi there."))
     request = {**params(), "timeout": 30}
-    result = fsm_agent.Session().stream(leaks.client(), request)
+    result = fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), request)
     assert result.content == "Hi there." and request["timeout"] == 30
     leaks.assert_clean()

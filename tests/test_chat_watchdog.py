@@ -11,7 +11,7 @@ from typing import Any
 
 import helpers
 import pytest
-from helpers import DONE, AttemptSpy, Collect, LeakCheck, chunk, params, sse, wait_until
+from helpers import DONE, INSTANT, AttemptSpy, Collect, LeakCheck, chunk, params, sse, wait_until
 
 import fsm_agent
 from fsm_agent.drivers.watchdog import blocked_read_aborter
@@ -40,7 +40,7 @@ def test_wd1_stall_before_text_is_retried(leaks: LeakCheck, spy: AttemptSpy) -> 
     leaks.emulator.script(
         Scenario.build("Hello.", faults=[Stall(1, seconds=10)]), Scenario.build("Hello again.")
     )
-    session = fsm_agent.Session(stale_timeout=0.5)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.5)
     got = Collect()
     result = stream(leaks, session, got)
     assert (result.content, result.attempts, result.stub) == ("Hello again.", 2, False)
@@ -54,7 +54,7 @@ def test_wd1_stall_before_text_is_retried(leaks: LeakCheck, spy: AttemptSpy) -> 
 
 def test_wd1_stall_exhausted_raises_and_streak_grows(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.3, retries=1)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=1)
     with pytest.raises(fsm_agent.StreamStalledError) as caught:
         stream(leaks, session, Collect())
     assert isinstance(caught.value, TimeoutError)
@@ -69,7 +69,7 @@ def test_wd1_stall_after_text_gives_stub(leaks: LeakCheck, spy: AttemptSpy) -> N
         "One two three four five six seven.", faults=[Stall(2, seconds=10, kind="text")]
     )
     leaks.emulator.script(scenario, Scenario.build("never"))
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
     got = Collect()
     result = stream(leaks, session, got)
     assert result.stub and result.content == got.text.strip() and result.finish_reason == "length"
@@ -84,7 +84,7 @@ def test_wd1_stall_mid_tool_call_retried_with_marker(leaks: LeakCheck, spy: Atte
     stalled = Scenario.build("Writing.", tool_calls=[WRITE], faults=[Stall(2, seconds=10, kind="tool_args")])
     leaks.emulator.script(stalled, Scenario.build("Writing.", tool_calls=[WRITE]))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(stale_timeout=0.3), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
     assert sum("reconnecting" in t for t in got.texts) == 1
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
     assert result.attempts == 2 and not result.stub
@@ -96,7 +96,7 @@ def test_wd1_stall_mid_tool_call_exhausted_stub_with_warning(leaks: LeakCheck) -
     stalled = Scenario.build("Writing.", tool_calls=[WRITE], faults=[Stall(2, seconds=10, kind="tool_args")])
     leaks.emulator.script(stalled)
     got = Collect()
-    session = fsm_agent.Session(stale_timeout=0.3, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=0)
     result = stream(leaks, session, got)
     assert result.stub and result.dropped_tool_names == ["write_file"]
     assert "Stream stalled mid tool-call" in got.texts[-1] and result.content.endswith(got.texts[-1])
@@ -117,7 +117,7 @@ def test_wd1_pings_do_not_keep_a_dead_stream_alive(leaks: LeakCheck, kind: str) 
     frames = (sse(chunk({"role": "assistant", "content": ""})), sse(chunk({"content": "Visible text."})))
     frames += (PINGS[kind],) * 40
     leaks.emulator.script(Scenario(raw=frames, frame_delay=0.05), Scenario.build("never"))
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
     got = Collect()
     started = time.monotonic()
     result = stream(leaks, session, got)
@@ -138,7 +138,7 @@ def test_wd1_slow_but_steady_events_are_not_a_stall(leaks: LeakCheck) -> None:
     )
     leaks.emulator.script(Scenario(raw=frames, frame_delay=0.2))
     got = Collect()
-    result = stream(leaks, fsm_agent.Session(stale_timeout=0.4), got)
+    result = stream(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4), got)
     assert result.content == "".join(pieces) and result.attempts == 1
     assert stalled_to(result) == 0 and got.statuses == []
     leaks.assert_clean()
@@ -147,7 +147,7 @@ def test_wd1_slow_but_steady_events_are_not_a_stall(leaks: LeakCheck) -> None:
 def test_wd1_silence_before_response_headers_is_a_stall(leaks: LeakCheck) -> None:
     """The provider accepts the connection but never answers: the open phase is bounded too."""
     leaks.emulator.script(Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.4, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4, retries=0)
     started = time.monotonic()
     with pytest.raises(fsm_agent.StreamStalledError):
         stream(leaks, session, Collect())
@@ -159,7 +159,7 @@ def test_wd1_silence_before_response_headers_is_a_stall(leaks: LeakCheck) -> Non
 def test_interrupt_before_response_headers(leaks: LeakCheck) -> None:
     """RES-11 while the provider is silent before it sends any header."""
     leaks.emulator.script(Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     client = leaks.client()
     fired_at: list[float] = []
 
@@ -186,7 +186,7 @@ def test_interrupt_before_response_headers(leaks: LeakCheck) -> None:
 
 def test_wd3_breaker_trips_before_any_connection(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=2, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0)
     for expected_streak in (1, 2):
         with pytest.raises(fsm_agent.StreamStalledError):
             stream(leaks, session, Collect())
@@ -204,7 +204,7 @@ def test_wd3_breaker_trips_before_any_connection(leaks: LeakCheck, spy: AttemptS
 
 def test_wd3_success_resets_the_streak(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]), Scenario.build("Back."))
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=2, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0)
     with pytest.raises(fsm_agent.StreamStalledError):
         stream(leaks, session, Collect())
     assert session.stale_streak == 1
@@ -219,7 +219,7 @@ def test_wd3_giveup_zero_disables_the_breaker(leaks: LeakCheck) -> None:
         Scenario.build("x", faults=[Stall(1, seconds=10)]),
         Scenario.build("Still connecting."),
     )
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=0, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=0, retries=0)
     for _ in range(2):
         with pytest.raises(fsm_agent.StreamStalledError):
             stream(leaks, session, Collect())
@@ -234,7 +234,7 @@ def test_wd3_giveup_zero_disables_the_breaker(leaks: LeakCheck) -> None:
 def test_wd4_abort_within_quarter_second_of_the_deadline(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
     stale = 0.5
-    session = fsm_agent.Session(stale_timeout=stale, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=stale, retries=0)
     last_activity: list[float] = []
     stalled_at: list[float] = []
     client = leaks.client()
@@ -269,7 +269,7 @@ def _silent_fallback(leaks: LeakCheck) -> None:
 
 def test_interrupt_during_the_fallback_request(leaks: LeakCheck) -> None:
     _silent_fallback(leaks)
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     client = leaks.client()
     fired_at: list[float] = []
 
@@ -291,7 +291,7 @@ def test_interrupt_during_the_fallback_request(leaks: LeakCheck) -> None:
 
 def test_stall_during_the_fallback_request(leaks: LeakCheck) -> None:
     _silent_fallback(leaks)
-    session = fsm_agent.Session(stale_timeout=0.4, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4, retries=0)
     started = time.monotonic()
     with pytest.raises(fsm_agent.StreamStalledError):
         stream(leaks, session, Collect())
@@ -341,7 +341,7 @@ def test_open_phase_abort_wakes_the_blocked_read_and_spares_the_applications_soc
 def test_wd1_a_slow_callback_is_not_a_stall(leaks: LeakCheck, spy: AttemptSpy) -> None:
     answer = "Hello there, this is a long answer with several words in it."
     leaks.emulator.script(Scenario.build(answer))
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
     statuses: list[str] = []
     calls = 0
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import helpers
 import pytest
-from helpers import DONE, Collect, LeakCheck, chunk, params, sse, text_frames
+from helpers import DONE, INSTANT, Collect, LeakCheck, chunk, params, sse, text_frames
 
 import fsm_agent
 from fsm_agent.testing import DropAfter, EmptyBody, KeepaliveOnly, Scenario, Stall
@@ -117,7 +117,7 @@ def test_keepalives_mid_stream_complete_normally(leaks: LeakCheck, kind: str) ->
 
 @pytest.mark.parametrize("kind", ["comment", "data", "event", "ping"])
 def test_keepalives_only_then_eof_falls_back(leaks: LeakCheck, kind: str) -> None:
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     result, got = run(
         leaks,
         Scenario.build("From the plain request.", faults=[KeepaliveOnly(4, kind=kind)]),
@@ -134,7 +134,7 @@ def test_keepalives_only_then_eof_falls_back(leaks: LeakCheck, kind: str) -> Non
 def test_keepalives_only_then_eof_raises_when_asked(leaks: LeakCheck, kind: str) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[KeepaliveOnly(4, kind=kind)]))
     with pytest.raises(fsm_agent.StreamingUnsupportedError):
-        fsm_agent.Session(unsupported="raise").stream(leaks.client(), params())
+        fsm_agent.Session(backoff=INSTANT, unsupported="raise").stream(leaks.client(), params())
     assert len(leaks.emulator.requests) == 1
     leaks.assert_clean()
 
@@ -145,7 +145,7 @@ def test_no_frames_at_all_is_an_empty_stream(leaks: LeakCheck) -> None:
     assert (result.content, result.attempts) == ("Second try.", 2)
     leaks.emulator.script(Scenario.build("x", faults=[EmptyBody()]))
     with pytest.raises(fsm_agent.EmptyStreamError):
-        fsm_agent.Session(retries=1).stream(leaks.clients[0], params())
+        fsm_agent.Session(backoff=INSTANT, retries=1).stream(leaks.clients[0], params())
     assert len(leaks.emulator.requests) == 2 + 2
     leaks.assert_clean()
 
@@ -154,7 +154,7 @@ def test_frames_without_content_or_finish_are_an_empty_stream(leaks: LeakCheck) 
     frames = (sse(chunk({"role": "assistant"})), sse(chunk({"content": ""})), DONE)
     leaks.emulator.script(Scenario(raw=frames))
     with pytest.raises(fsm_agent.EmptyStreamError):
-        fsm_agent.Session(retries=0).stream(leaks.client(), params())
+        fsm_agent.Session(backoff=INSTANT, retries=0).stream(leaks.client(), params())
     leaks.assert_clean()
 
 
@@ -211,7 +211,7 @@ def test_finish_reason_error_raises(leaks: LeakCheck) -> None:
     frames = (sse(chunk({"role": "assistant"})), sse(chunk({}, finish_reason="error")), DONE)
     leaks.emulator.script(Scenario(raw=frames))
     with pytest.raises(fsm_agent.ProviderStreamError):
-        fsm_agent.Session().stream(leaks.client(), params())
+        fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params())
     leaks.assert_clean()
 
 
@@ -224,7 +224,7 @@ def test_sse_error_event_raises(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario(raw=frames))
     got = Collect()
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        fsm_agent.Session().stream(leaks.client(), params(), **got.callbacks())
+        fsm_agent.Session(backoff=INSTANT).stream(leaks.client(), params(), **got.callbacks())
     assert "Upstream model crashed" in str(caught.value)
     assert caught.value.code == "upstream_crash"
     assert got.texts == []

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import anthropic
 import openai
 import pytest
+from helpers import INSTANT
 from rich.console import Console
 
 import fsm_agent
@@ -125,7 +126,7 @@ def play(view_for: object, scenario: str, **session: object) -> tuple[StreamResu
         emulator.script(*DEMOS[scenario].script)
         client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="k", max_retries=0)
         with client:
-            s = fsm_agent.Session(trace=DisplaySink(view), **session)  # type: ignore[arg-type]
+            s = fsm_agent.Session(backoff=INSTANT, trace=DisplaySink(view), **session)  # type: ignore[arg-type]
             view.begin(["header"])
             result = s.stream(
                 client,
@@ -240,3 +241,26 @@ def test_emulator_clients_of_each_api() -> None:
         chat.close()
         claude.close()
         bedrock.close()
+
+
+def test_the_status_bar_counts_a_wait_down() -> None:
+    """BO-4: in `waiting` the status bar shows the seconds left before the next attempt."""
+    clock = Clock()
+    p = Progress(max_attempts=3, clock=clock)
+    p.transition(record("idle", "connecting", 0))
+    p.transition(record("connecting", "retrying", 1))
+    waiting = TransitionRecord(
+        "r", 1, 2, 0.1, "closed", "retrying", "waiting", {"must_wait": True}, 0, 0,
+        inputs={"wait_s": 2.0, "wait_source": "retry-after"},
+    )  # fmt: skip
+    p.transition(waiting)
+    assert p.wait_left() == 2.0
+    console = Console(file=io.StringIO(), force_terminal=True, width=100, height=30)
+    view = LiveView(console, p)
+    clock.now += 0.5
+    assert p.wait_left() == 1.5
+    assert view._status_bar().plain.startswith(" state  waiting 1.5 s  │  attempt 1/3")
+    clock.now += 5
+    assert p.wait_left() == 0.0
+    p.transition(record("waiting", "connecting", 1))
+    assert p.wait_left() is None and "waiting" not in view._status_bar().plain.split("│")[0]

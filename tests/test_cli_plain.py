@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import openai
 import pytest
+from helpers import INSTANT
 
 import fsm_agent
 
@@ -83,10 +84,10 @@ def test_default_demo_through_a_pipe(tmp_path: Path) -> None:
 
     states = re.findall(r"^\[state\] (\w+)  \(attempt (\d), \d+\.\d\d s\)$", out, re.M)
     assert [s for s, _ in states] == [
-        "connecting", "streaming_text", "streaming_tool", "retrying",
+        "connecting", "streaming_text", "streaming_tool", "retrying", "waiting",
         "connecting", "streaming_text", "streaming_tool", "finishing", "done",
     ]  # fmt: skip
-    assert [a for _, a in states] == ["1", "1", "1", "1", "2", "2", "2", "2", "2"]
+    assert [a for _, a in states] == ["1", "1", "1", "1", "1", "2", "2", "2", "2", "2"]
     assert out.count("[reasoning]\nThe user asks what the service configuration sets up.") == 2
     assert out.count("[end of reasoning]\nI'll read the configuration first") == 2
     assert re.search(r"\[tool\] read_file: cut off after \d+ B of arguments \(attempt 1\); not executed", out)
@@ -239,7 +240,7 @@ def test_emulate_serves_until_ctrl_c_or_sigterm(stop_signal: signal.Signals) -> 
         assert urls["endpoint_url"] == base.removesuffix("/v1")
         client = openai.OpenAI(base_url=base, api_key="anything", max_retries=0)
         with client:
-            result = fsm_agent.Session().stream(
+            result = fsm_agent.Session(backoff=INSTANT).stream(
                 client, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
             )
         assert result.content is not None and result.content.startswith(
@@ -276,3 +277,35 @@ def test_a_reader_that_leaves_ends_the_run_quietly(tmp_path: Path) -> None:
     process.stderr.close()
     assert process.wait(timeout=10) == 141 and head[0].startswith(b"fsm-agent demo"), err
     assert err == b""
+
+
+def test_rate_limited_and_overloaded_demos_wait_and_complete(tmp_path: Path) -> None:
+    """BO-2: `rate-limited` (HTTP 429, retry-after: 1) ends complete after waiting its hint;
+    `overloaded` (529 twice, no hint) backs off twice. The replayed timeline shows each wait. (Both
+    scripts on all four APIs in-process: tests/test_rate_limits.py.)"""
+    runs: dict[tuple[str, ...], list[str]] = {
+        ("rate-limited", "--api", api): command("demo", "rate-limited", "--api", api, "--frame-delay", "0.01")
+        for api in ("chat_completions", "bedrock_converse")
+    }
+    runs[("overloaded",)] = command(
+        "demo", "overloaded", "--api", "anthropic_messages", "--frame-delay", "0.01"
+    )
+    traces = {}
+    for args, done in run_all(runs).items():
+        out = done.stdout
+        assert done.returncode == 0, (args, done.stderr)
+        assert summary(out)["outcome"] == "complete", (args, out)
+        traces[args] = summary(out)["trace"]
+        if args[0] == "rate-limited":
+            assert "[state] waiting  (attempt 1," in out
+            assert "[warning] waiting 1.0 s before attempt 2: HTTP 429, retry-after" in out, out
+            assert summary(out)["attempts"] == "2"
+        else:
+            assert out.count("[state] waiting") == 2 and summary(out)["attempts"] == "3"
+    replayed = run("replay", traces[("rate-limited", "--api", "chat_completions")])
+    assert replayed.returncode == 0, replayed.stderr
+    assert "retrying -> waiting" in replayed.stdout and "[wait 1.000 s, retry-after]" in replayed.stdout
+    what_if = run("replay", traces[("rate-limited", "--api", "chat_completions")], "--max-wait", "0.5")
+    assert what_if.returncode == 1 and "would raise RateLimitError after 1 attempt" in what_if.stdout
+    for path in traces.values():
+        Path(path).unlink()

@@ -202,3 +202,14 @@ def test_no_color_on_a_terminal_writes_no_escape_codes(terminal: Callable[..., T
     assert b"\x1b" not in term.raw
     assert "[reasoning]" in term.text and "outcome              complete" in term.text
     remove_trace(term.text)
+
+
+def test_the_status_bar_counts_down_a_rate_limit_wait(terminal: Callable[..., Terminal]) -> None:
+    """BO-4: `rate-limited` waits its 1 s hint in `waiting`, the status bar counting it down."""
+    term = terminal("demo", "rate-limited", "--frame-delay", "0")
+    assert term.finish() == 0
+    shown = [float(left) for left in re.findall(r" state  waiting (\d+\.\d) s  │", term.transcript)]
+    assert shown and shown[0] >= 0.8 and min(shown) <= 0.5, shown  # drawn as it ran down
+    assert shown == sorted(shown, reverse=True)
+    assert re.search(r"│ outcome +complete", term.text)
+    remove_trace(term.text)

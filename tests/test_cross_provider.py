@@ -12,6 +12,7 @@ import boto3
 import botocore.config
 import openai
 import pytest
+from helpers import INSTANT
 
 import fsm_agent
 from fsm_agent.testing import Emulator, Reasoning, Scenario, Text, ToolCall
@@ -78,7 +79,7 @@ def test_same_scenario_same_result_on_every_api(emulator: Emulator, api: str) ->
     texts: list[str] = []
     tools: list[tuple[int, str]] = []
     try:
-        result = fsm_agent.Session().stream(
+        result = fsm_agent.Session(backoff=INSTANT).stream(
             client,
             params,
             api=api,

@@ -100,7 +100,7 @@ def test_rendering_is_deterministic() -> None:
 
 def test_negated_guards_are_marked() -> None:
     labels = {diagram.label(edge) for edge in diagram.edges()}
-    assert "error [is_transient, budget_left, !has_visible_text]" in labels
+    assert "error [is_transient, budget_left, !has_visible_text, !hint_too_long]" in labels
     assert "start [breaker_tripped]" in labels and "interrupt" in labels
 
 
@@ -148,9 +148,8 @@ def test_overlay_counts_the_edges_a_trace_took(tmp_path: Path) -> None:
         "idle --> connecting : start": "1",
         "connecting --> streaming_text : text": "2",
         "streaming_text --> streaming_tool : tool_start": "2",
-        "streaming_tool --> retrying : error [is_transient, budget_left, has_visible_text, tool_in_flight]": (
-            "1"
-        ),
+        "streaming_tool --> retrying : error [is_transient, budget_left, has_visible_text, tool_in_flight, "
+        "!hint_too_long]": "1",
         "retrying --> connecting : closed": "1",
         "streaming_tool --> finishing : finish": "1",
         "finishing --> done : end": "1",

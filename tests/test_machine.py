@@ -35,6 +35,7 @@ from fsm_agent.events import (
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
+    WaitOver,
 )
 from fsm_agent.guards import GUARDS, RequestContext
 from fsm_agent.machine import LIVE, NON_TERMINAL, TABLE, TERMINAL, State
@@ -43,7 +44,10 @@ from fsm_agent.trace.records import TransitionRecord
 
 
 def _machine(**settings: object) -> RequestMachine:
-    return RequestMachine(RequestContext(**settings), request_id="test")  # type: ignore[arg-type]
+    # Retries at once (Backoff(base=0)) unless a test asks for back-off: these tests are about
+    # what a retry decides, not when it happens.
+    chosen: dict[str, object] = {"backoff_base": 0.0, **settings}
+    return RequestMachine(RequestContext(**chosen), request_id="test")  # type: ignore[arg-type]
 
 
 def _path(machine: RequestMachine) -> list[tuple[str, str, str]]:
@@ -442,7 +446,10 @@ def _wire_event(rng: random.Random, first: bool) -> object:
     if choice == 3:
         return StreamEnd(frames=rng.randrange(2), keepalives=rng.randrange(2), complete=rng.random() < 0.5)
     if choice == 4:
-        return AttemptFailed(_error(rng), kind=rng.choice(_KINDS))
+        hint = rng.choice([None, None, 0.5, 100.0])  # BO-2/BO-3: a hint, sometimes past max_wait
+        return AttemptFailed(
+            _error(rng), kind=rng.choice(_KINDS), hint=hint, hint_source="retry-after" if hint else None
+        )
     if choice == 5:
         return StaleTimeout(1.0)
     if choice == 6:
@@ -476,6 +483,9 @@ def _drive(rng: random.Random) -> RequestMachine:
         stale_streak=rng.choice([0, 1, 5]),
         streaming_disabled=rng.random() < 0.2,
         route_names=("a", "b", "c")[: rng.randrange(1, 4)],
+        backoff_base=rng.choice([0.0, 0.5]),
+        cooldown_s=rng.choice([0.0, 0.0, 1.0, 100.0]),
+        breaker_probe=rng.random() < 0.3,
     )
     m = RequestMachine(ctx, request_id="random")
     pending = list(m.feed(Start(), 0.0))
@@ -490,9 +500,15 @@ def _drive(rng: random.Random) -> RequestMachine:
                 pending.extend(m.feed(closed, 0.0))
             elif isinstance(action, act.LoadRoute):  # the next route's health, or an interrupt meanwhile
                 loaded = RouteLoaded(
-                    action.index, stale_streak=rng.choice([0, 5]), streaming_disabled=rng.random() < 0.2
+                    action.index,
+                    stale_streak=rng.choice([0, 5]),
+                    streaming_disabled=rng.random() < 0.2,
+                    cooldown_s=rng.choice([0.0, 0.0, 1.0, 100.0]),
+                    breaker_probe=rng.random() < 0.3,
                 )
                 pending.extend(m.feed(Interrupt() if rng.random() < 0.1 else loaded, 0.0))
+            elif isinstance(action, act.Wait):  # BO-4: the wait ends, or an interrupt cuts it
+                pending.extend(m.feed(Interrupt() if rng.random() < 0.1 else WaitOver(), 0.0))
             elif isinstance(action, act.DeliverText) and rng.random() < 0.2:  # on_text raises
                 pending = list(m.feed(AttemptFailed(RuntimeError("ui"), from_callback=True), 0.0))
             elif isinstance(action, act.RunFallback):

@@ -101,6 +101,10 @@ def rerecord(found: RequestTrace) -> MemorySink:
         retries=chosen["retries"],
         unsupported=chosen["unsupported"],
         stale_giveup=chosen["stale_giveup"],
+        backoff_base=chosen["backoff_base"],
+        backoff_cap=chosen["backoff_cap"],
+        max_wait=chosen["max_wait"],
+        seed=chosen["seed"],
         stale_streak=chosen["stale_streak"],
         streaming_disabled=chosen["streaming_disabled"],
         stream_options_unsupported=chosen["stream_options_unsupported"],
@@ -176,6 +180,7 @@ def drive(events: list[tuple[object, float]], **chosen: Any) -> MemorySink:
 
     sink = MemorySink(record_wire=True)
     recorder = EventRecorder(sink, "req")
+    chosen = {"backoff_base": 0.0, **chosen}  # retries at once (Backoff(base=0)) unless asked
     machine = RequestMachine(
         RequestContext(**chosen), request_id="req", on_record=sink.write_record, on_event=recorder
     )

@@ -50,6 +50,7 @@ def drive(events: list[tuple[object, float]], stale_timeout: float = 1.0, **sett
 
     sink = MemorySink(record_wire=True)
     recorder = EventRecorder(sink, "req")
+    settings = {"backoff_base": 0.0, **settings}  # retries at once (Backoff(base=0)) unless asked
     machine = RequestMachine(
         RequestContext(**settings), request_id="req", on_record=sink.write_record, on_event=recorder
     )

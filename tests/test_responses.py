@@ -12,7 +12,7 @@ from typing import Any
 import helpers
 import openai
 import pytest
-from helpers import Collect, LeakCheck, sse
+from helpers import INSTANT, Collect, LeakCheck, sse
 from openai.types.responses import Response
 
 import fsm_agent
@@ -272,7 +272,7 @@ def test_text_reasoning_usage_raw_and_activity(leaks: LeakCheck) -> None:
     )
     leaks.emulator.script(scenario)
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert result.content == scenario.text and got.text == scenario.text
     assert len(got.texts) == len(scenario.text) // 4 + 1  # streamed in pieces, in order
     assert result.reasoning == "Recall the guide." and "".join(got.reasoning) == result.reasoning
@@ -297,7 +297,7 @@ def test_text_reasoning_usage_raw_and_activity(leaks: LeakCheck) -> None:
 def test_one_function_call_arguments_byte_exact(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("Writing it.", tool_calls=[WRITE]))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
         ("call_emu1_0", "write_file", WRITE.arguments)
     ]
@@ -312,7 +312,7 @@ def test_one_function_call_arguments_byte_exact(leaks: LeakCheck) -> None:
 def test_two_function_calls(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build(None, tool_calls=[WRITE, TIME]))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert [(c.name, c.arguments) for c in result.tool_calls] == [
         ("write_file", WRITE.arguments),
         ("get_time", TIME.arguments),
@@ -332,13 +332,13 @@ def test_refusal_alone_and_beside_text(leaks: LeakCheck) -> None:
         Scenario(steps=(Refusal("I can't help with that."),)),
         Scenario(steps=(Text("Here is part of it."), Refusal("Not the rest."))),
     )
-    alone = run(leaks, fsm_agent.Session(), Collect())
+    alone = run(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert (alone.content, alone.refusal, alone.finish_reason) == (
         "I can't help with that.",
         "I can't help with that.",
         "content_filter",
     )
-    beside = run(leaks, fsm_agent.Session(), Collect())
+    beside = run(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert (beside.content, beside.finish_reason) == ("Here is part of it.", "stop")
     assert beside.provider_data["refusal"] == "Not the rest."
     leaks.assert_clean()
@@ -346,7 +346,7 @@ def test_refusal_alone_and_beside_text(leaks: LeakCheck) -> None:
 
 def test_incomplete_is_length(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("Cut short by the token limit", finish_reason="length"))
-    result = run(leaks, fsm_agent.Session(), Collect())
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert (result.content, result.finish_reason, result.stub) == (
         "Cut short by the token limit",
         "length",
@@ -363,7 +363,7 @@ def test_failed_raises_provider_stream_error(leaks: LeakCheck, event: Any) -> No
     leaks.emulator.script(Scenario.build("never shown", faults=[fault]), Scenario.build("never"))
     got = Collect()
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        run(leaks, fsm_agent.Session(), got)
+        run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert caught.value.code == "invalid_prompt"
     assert "Your prompt was flagged." in str(caught.value)
     assert len(leaks.emulator.requests) == 1 and got.texts == []
@@ -373,7 +373,7 @@ def test_failed_raises_provider_stream_error(leaks: LeakCheck, event: Any) -> No
 def test_failed_with_server_error_is_retried(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[StreamError(2)]), Scenario.build("Fine now."))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert (result.content, result.attempts) == ("Fine now.", 2)
     assert got.text == "Fine now."
     leaks.assert_clean()
@@ -402,7 +402,7 @@ def test_keepalives_between_events_are_skipped(leaks: LeakCheck, kind: Any) -> N
         Scenario.build("Kept alive.", tool_calls=[TIME], faults=[Keepalives(kind, every=1)])
     )
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert (result.content, result.attempts) == ("Kept alive.", 1)
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("get_time", TIME.arguments)]
     assert "ping" not in got.activity and "message" not in got.activity  # keepalives are not events
@@ -413,7 +413,7 @@ def test_non_json_frame_is_raised_not_retried(leaks: LeakCheck) -> None:
     leaks.emulator.script(
         Scenario.build("Some words first.", faults=[MalformedFrame(3)]), Scenario.build("never")
     )
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
         run(leaks, session, Collect())
     assert caught.value.code == "provider_stream_non_json_data"
@@ -427,7 +427,7 @@ def test_non_json_frame_is_raised_not_retried(leaks: LeakCheck) -> None:
 )
 def test_transient_faults_are_retried(leaks: LeakCheck, fault: Any) -> None:
     leaks.emulator.script(Scenario.build("x", faults=[fault]), Scenario.build("Recovered."))
-    result = run(leaks, fsm_agent.Session(), Collect())
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
     assert (result.content, result.attempts) == ("Recovered.", 2)
     leaks.assert_clean()
 
@@ -444,7 +444,7 @@ def test_async_client_streams_and_falls_back(leaks: LeakCheck) -> None:
     async def main() -> tuple[Any, Any]:
         client = openai.AsyncOpenAI(base_url=leaks.emulator.openai_base_url, api_key="sk-test", max_retries=0)
         try:
-            session = fsm_agent.Session()
+            session = fsm_agent.Session(backoff=INSTANT)
             streamed = await session.astream(client, rparams(), api="responses")
             fallback = await session.astream(client, rparams(), api="responses")
         finally:

@@ -14,7 +14,7 @@ from typing import Any
 import helpers
 import httpx2
 import pytest
-from helpers import AttemptSpy, Collect, LeakCheck, wait_until
+from helpers import INSTANT, AttemptSpy, Collect, LeakCheck, wait_until
 from openai.types.responses import Response
 
 import fsm_agent
@@ -70,7 +70,7 @@ def test_drop_before_delivery_is_retried_silently(leaks: LeakCheck, spy: Attempt
     cut = Scenario.build("Hello there.", faults=[DropAfter(2)])  # after created + in_progress
     leaks.emulator.script(cut, Scenario.build("Hello there."))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert (result.content, result.attempts, result.stub) == ("Hello there.", 2, False)
     assert got.text == "Hello there." and not any("reconnecting" in t for t in got.texts)
     assert len(leaks.emulator.requests) == 2
@@ -83,7 +83,7 @@ def test_retries_one_persistent_drop_raises_the_original_error(leaks: LeakCheck,
     leaks.emulator.script(Scenario.build("Hello there.", faults=[DropMidFrame(1)]))
     got = Collect()
     with pytest.raises(httpx2.RemoteProtocolError) as caught:
-        run(leaks, fsm_agent.Session(retries=1), got)
+        run(leaks, fsm_agent.Session(backoff=INSTANT, retries=1), got)
     assert caught.value is spy.errors[-1]  # the very object, not a wrapper
     assert len(leaks.emulator.requests) == 2  # one call plus one retry
     assert got.texts == []
@@ -100,7 +100,7 @@ def test_drop_mid_tool_call_after_text_reconnects_with_marker(leaks: LeakCheck, 
     )
     leaks.emulator.script(cut, Scenario.build("Let me write the file.", tool_calls=[WRITE]))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     markers = [t for t in got.texts if "reconnecting" in t]
     assert len(markers) == 1
     before, _, after = got.text.partition(markers[0])
@@ -118,7 +118,7 @@ def test_text_only_drop_gives_stub(leaks: LeakCheck, spy: AttemptSpy) -> None:
     scenario = Scenario.build("One two three four five six seven eight.", faults=[DropAfter(2, kind="text")])
     leaks.emulator.script(scenario, Scenario.build("must not be requested"))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT), got)
     assert result.stub and result.finish_reason == "length" and result.content == got.text.strip()
     assert len(leaks.emulator.requests) == 1
     spy.assert_each_closed_once(1)
@@ -130,7 +130,7 @@ def test_exhausted_mid_tool_call_stub_with_warning(leaks: LeakCheck) -> None:
         Scenario.build("Saving.", tool_calls=[WRITE], faults=[DropMidFrame(1, kind="tool_args")])
     )
     got = Collect()
-    result = run(leaks, fsm_agent.Session(retries=0), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT, retries=0), got)
     assert result.stub and result.dropped_tool_names == ["write_file"] and result.tool_calls == []
     assert "Stream stalled mid tool-call" in got.texts[-1] and result.content == "Saving." + got.texts[-1]
     leaks.assert_clean()
@@ -141,7 +141,7 @@ def test_exhausted_mid_tool_call_stub_with_warning(leaks: LeakCheck) -> None:
 
 def test_finished_response_for_stream_true_is_used_as_is(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario(steps=ANSWER.steps, faults=(NonStreamingBody(),)))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
     result = run(leaks, session, got)
     assert len(leaks.emulator.requests) == 1  # not requested again
@@ -160,7 +160,7 @@ def test_finished_response_for_stream_true_is_used_as_is(leaks: LeakCheck, spy: 
 )
 def test_streaming_unavailable_falls_back_to_create(leaks: LeakCheck, fault: Any) -> None:
     leaks.emulator.script(Scenario(steps=ANSWER.steps, faults=(fault,)))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     got = Collect()
     result = run(leaks, session, got)
     assert got.texts == ["Plain answer."]
@@ -188,7 +188,7 @@ def test_client_returning_finished_response_object(leaks: LeakCheck) -> None:
 
     leaks.emulator.script(ANSWER)
     wrapper = SimpleNamespace(responses=SimpleNamespace(create=create))
-    session = fsm_agent.Session()
+    session = fsm_agent.Session(backoff=INSTANT)
     result = session.stream(wrapper, {"model": "m", "input": "hi"}, api="responses")
     assert result.content == "Plain answer." and result.streamed is False
     assert isinstance(result.raw, Response) and result.raw.id == "resp_emu1"
@@ -218,7 +218,7 @@ def _later(fire: Any, ready: Any) -> tuple[threading.Thread, list[float]]:
 def test_interrupt_while_provider_silent(leaks: LeakCheck, spy: AttemptSpy, where: str) -> None:
     stall = Stall(2, seconds=10) if where == "before-text" else Stall(2, seconds=10, kind="tool_args")
     leaks.emulator.script(Scenario.build("One two three four.", tool_calls=[WRITE], faults=[stall]))
-    session = fsm_agent.Session(stale_timeout=30)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)
     client = leaks.client()
     got = Collect()
     thread, fired_at = _later(session.interrupt, lambda: bool(got.activity))
@@ -247,7 +247,7 @@ def test_stall_before_text_is_retried(leaks: LeakCheck, spy: AttemptSpy) -> None
     leaks.emulator.script(
         Scenario.build("Hello.", faults=[Stall(2, seconds=10)]), Scenario.build("Hello again.")
     )
-    session = fsm_agent.Session(stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
     got = Collect()
     result = run(leaks, session, got)
     assert (result.content, result.attempts) == ("Hello again.", 2)
@@ -258,7 +258,7 @@ def test_stall_before_text_is_retried(leaks: LeakCheck, spy: AttemptSpy) -> None
 
 def test_stall_not_retried_raises_and_counts(leaks: LeakCheck) -> None:
     leaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(stale_timeout=0.3, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=0)
     started = time.monotonic()
     with pytest.raises(fsm_agent.StreamStalledError):
         run(leaks, session, Collect())
@@ -271,7 +271,7 @@ def test_stall_after_text_gives_stub(leaks: LeakCheck) -> None:
     scenario = Scenario.build("One two three four five six.", faults=[Stall(2, seconds=10, kind="text")])
     leaks.emulator.script(scenario, Scenario.build("never"))
     got = Collect()
-    result = run(leaks, fsm_agent.Session(stale_timeout=0.3), got)
+    result = run(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
     assert result.stub and result.content == got.text.strip()
     assert len(leaks.emulator.requests) == 1 and _stalled(result.records) == 1
     leaks.assert_clean()

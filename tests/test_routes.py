@@ -23,6 +23,7 @@ from fsm_agent.testing import (
     Emulator,
     HttpError,
     Scenario,
+    Stall,
     StreamingUnsupported,
     ToolCall,
 )
@@ -108,7 +109,9 @@ def pair(emulator_factory: Callable[..., Emulator]) -> Iterator[Pair]:
 
 
 def session(**kwargs: Any) -> fsm_agent.Session:
-    return fsm_agent.Session(stale_timeout=5, **kwargs)
+    kwargs.setdefault("backoff", fsm_agent.Backoff(base=0))  # instant retries
+    kwargs.setdefault("stale_timeout", 5)
+    return fsm_agent.Session(**kwargs)
 
 
 def routes_of(result_or_records: Any) -> list[str | None]:
@@ -260,6 +263,60 @@ def test_route_arguments_are_checked(pair: Pair) -> None:
     with pytest.raises(ValueError, match="distinct"):
         session().stream([Route(client, {"model": "m"}, name="x"), Route(client, {"model": "n"}, name="x")])
     assert pair.primary.requests == []
+
+
+# -- health per route (HL-1): an open breaker or a long cooldown skips a route, a short one is waited --
+def test_a_primary_whose_breaker_is_open_is_skipped_at_once(pair: Pair) -> None:
+    pair.primary.script(Scenario.build(ANSWER, faults=[Stall(0, seconds=30.0, then="drop")]))
+    pair.second.script(Scenario.build(ANSWER))
+    tripping = session(retries=0, stale_timeout=0.2, stale_giveup=1, breaker_cooldown=60)
+    routes = pair.routes()
+    first = tripping.stream(routes)  # the primary stalls once: its breaker trips; the second answers
+    assert first.route == "anthropic_messages:claude-emulated"
+    assert len(pair.primary.requests) == 1
+    seen = helpers.Collect()
+    second = tripping.stream(routes, **seen.callbacks())
+    assert second.route == "anthropic_messages:claude-emulated"
+    assert len(pair.primary.requests) == 1  # skipped: no request sent to it
+    start = second.records[0]
+    assert (start.source, start.dest, start.route) == ("idle", "switching", "chat_completions:gpt-4.1")
+    assert start.guards["breaker_tripped"] is True
+    assert any("breaker is open" in status for status in seen.statuses)
+    with pytest.raises(fsm_agent.ProviderUnresponsiveError):  # no route left: raised, nothing sent
+        tripping.stream(routes[:1])
+    assert len(pair.primary.requests) == 1
+
+
+def test_a_primary_cooling_down_is_waited_for_or_skipped(pair: Pair) -> None:
+    pair.primary.script(
+        Scenario.build(faults=[HttpError(429, retry_after=0.4)]), then=Scenario.build(ANSWER)
+    )
+    pair.second.script(Scenario.build(ANSWER))
+    health = fsm_agent.MemoryHealth()
+    routes = pair.routes()
+    with pytest.raises(openai.RateLimitError):  # BO-6: the 429's hint sets the endpoint's cooldown
+        session(retries=0, health=health).stream(routes[:1])
+    impatient = session(health=health, backoff=fsm_agent.Backoff(base=0, max_wait=0.1))
+    skipped = impatient.stream(routes)  # the cooldown is longer than max_wait: the next route (RT-1)
+    assert skipped.route == "anthropic_messages:claude-emulated"
+    assert skipped.records[0].dest == "switching" and skipped.records[0].guards["cooldown_too_long"]
+    assert len(pair.primary.requests) == 1
+    patient = session(health=health).stream(routes)  # within max_wait: waited out (BO-6)
+    assert patient.route == "chat_completions:gpt-4.1"
+    waiting = patient.records[0]
+    assert waiting.dest == "waiting" and waiting.inputs["wait_source"] == "cooldown"
+    assert len(pair.primary.requests) == 2 and len(pair.second.requests) == 1
+    assert pair.primary.requests[1].received_at - pair.primary.requests[0].received_at >= 0.35
+
+
+def test_a_hint_longer_than_max_wait_switches(pair: Pair) -> None:
+    pair.primary.script(Scenario.build(faults=[HttpError(429, retry_after=120)]))
+    pair.second.script(Scenario.build(ANSWER))
+    result = session().stream(pair.routes())
+    assert result.route == "anthropic_messages:claude-emulated"
+    assert len(pair.primary.requests) == 1  # BO-3: not waited out, not retried: switched (RT-2)
+    switch = next(record for record in result.records if record.dest == "switching")
+    assert switch.guards["hint_too_long"] is True
 
 
 # -- interrupts, async ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 import openai
 import pytest
+from helpers import INSTANT
 
 import fsm_agent
 from fsm_agent.errors import ErrorKind, TraceFormatError
@@ -129,7 +130,7 @@ def test_session_appends_to_the_file_it_creates_with_mode_0600(tmp_path: Path, e
     emulator.script(Scenario.build(ANSWER), Scenario.build(ANSWER))
     client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="sk-test", max_retries=0)
     try:
-        session = fsm_agent.Session(trace=str(path), record_wire=True)
+        session = fsm_agent.Session(backoff=INSTANT, trace=str(path), record_wire=True)
         first = session.stream(client, {"model": "m", "messages": []})
         second = session.stream(client, {"model": "m", "messages": []})
     finally:
@@ -151,7 +152,7 @@ def test_structlog_records_and_trace_records_are_the_same(emulator: Emulator) ->
     client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="sk-test", max_retries=0)
     try:
         with capture_logs() as logs:
-            fsm_agent.Session(trace=sink).stream(client, {"model": "m", "messages": []})
+            fsm_agent.Session(backoff=INSTANT, trace=sink).stream(client, {"model": "m", "messages": []})
     finally:
         client.close()
     logged = [{k: v for k, v in entry.items() if k not in ("event", "log_level")} for entry in logs]
@@ -160,10 +161,10 @@ def test_structlog_records_and_trace_records_are_the_same(emulator: Emulator) ->
 
 def test_record_wire_needs_a_sink_that_records_the_wire() -> None:
     with pytest.raises(ValueError):
-        fsm_agent.Session(trace=MemorySink(record_wire=False), record_wire=True)
+        fsm_agent.Session(backoff=INSTANT, trace=MemorySink(record_wire=False), record_wire=True)
     with pytest.raises(ValueError):
-        fsm_agent.Session(record_wire=True)
-    assert fsm_agent.Session(trace=MemorySink(record_wire=True)).trace is not None
+        fsm_agent.Session(backoff=INSTANT, record_wire=True)
+    assert fsm_agent.Session(backoff=INSTANT, trace=MemorySink(record_wire=True)).trace is not None
 
 
 def test_an_unclosed_file_sink_is_flushed_and_closed_when_collected(tmp_path: Path) -> None:

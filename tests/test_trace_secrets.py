@@ -14,6 +14,7 @@ from pathlib import Path
 import openai
 import pytest
 import structlog
+from helpers import INSTANT
 from structlog.testing import capture_logs
 
 import fsm_agent
@@ -67,7 +68,7 @@ def test_planted_key_reaches_neither_trace_nor_logs(
         "user": key,
         "extra_body": {"api_key": key},
     }
-    session = fsm_agent.Session(trace=str(path), record_wire=True)
+    session = fsm_agent.Session(backoff=INSTANT, trace=str(path), record_wire=True)
     caplog.set_level(logging.DEBUG)
     try:
         # some scenarios end in an error: that is the point
@@ -101,7 +102,7 @@ def test_logs_through_structlog_processors_hold_no_key(emulator: Emulator) -> No
     client = openai.OpenAI(base_url=emulator.openai_base_url, api_key=key, max_retries=0)
     try:
         with pytest.raises(openai.AuthenticationError):
-            fsm_agent.Session().stream(client, {"model": "m", "messages": [], "user": key})
+            fsm_agent.Session(backoff=INSTANT).stream(client, {"model": "m", "messages": [], "user": key})
     finally:
         client.close()
         structlog.reset_defaults()

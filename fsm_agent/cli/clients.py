@@ -127,7 +127,7 @@ def _bedrock_client(endpoint_url: str | None, env: Mapping[str, str]) -> Any:
         )
     if not session.region_name:
         raise SetupError("set AWS_REGION (or AWS_DEFAULT_REGION) to stream with --api bedrock_converse")
-    config = Config(retries={"max_attempts": 1, "mode": "standard"})
+    config = Config(retries={"total_max_attempts": 1, "mode": "standard"})
     return session.client("bedrock-runtime", endpoint_url=endpoint_url, config=config)
 
 
@@ -145,7 +145,7 @@ def emulator_client(api: str, emulator: Any) -> Any:
             region_name=_EMULATOR_REGION,
             aws_access_key_id="emulator",
             aws_secret_access_key="emulator",
-            config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+            config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
         )
     return sdk.OpenAI(api_key="sk-emulator", base_url=emulator.openai_base_url, max_retries=0)
 

@@ -41,6 +41,7 @@ STATE_STYLES = {
     "finishing": "bold green",
     "stalled": "bold yellow",
     "retrying": "bold yellow",
+    "waiting": "bold yellow",
     "stubbing": "bold yellow",
     "fallback": "bold yellow",
     "done": "bold green",
@@ -111,6 +112,9 @@ class LiveView:
         bar.append(" state ", "reverse")
         bar.append(" ")
         bar.append(p.state, STATE_STYLES.get(p.state, "bold"))
+        left = p.wait_left()
+        if left is not None:  # BO-4: the countdown of the wait before the next attempt
+            bar.append(f" {left:.1f} s", STATE_STYLES.get(p.state, "bold"))
         bar.append("  │  ", "dim")
         bar.append(f"attempt {p.attempt}/{p.max_attempts}")
         bar.append("  │  ", "dim")

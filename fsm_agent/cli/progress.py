@@ -74,6 +74,7 @@ class Progress:
         self.tools: list[ToolProgress] = []
         self._by_index: dict[int, ToolProgress] = {}
         self._attempt_open = False
+        self.wait_until: float | None = None  # in `waiting` (BO-2): when the wait ends (clock)
 
     def start(self) -> None:
         self.t0 = self.clock()
@@ -130,6 +131,13 @@ class Progress:
         self.token()
         return tool
 
+    def wait_left(self) -> float | None:
+        """Seconds left of the wait in progress (the status bar's countdown), or None."""
+        until = self.wait_until
+        if until is None or self.state != "waiting":
+            return None
+        return max(0.0, until - self.clock())
+
     @property
     def arg_bytes(self) -> int:
         return sum(tool.arg_bytes for tool in self.tools)
@@ -159,6 +167,11 @@ class Progress:
             self.tools = []
             self._by_index = {}
         self._attempt_open = dest in OPEN_STATES
+        wait_s = record.inputs.get("wait_s") if dest == "waiting" else None
+        if isinstance(wait_s, (int, float)) and not isinstance(wait_s, bool):
+            self.wait_until = self.clock() + float(wait_s)
+        else:
+            self.wait_until = None
         self.state = dest
         self.attempt = attempt
         self.path = (*self.path, dest)

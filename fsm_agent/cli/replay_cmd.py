@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stale-timeout", type=float, default=None, help="what if stale_timeout had been S")
     parser.add_argument("--unsupported", choices=("fallback", "raise"), default=None)
     parser.add_argument("--stale-giveup", type=int, default=None)
+    parser.add_argument("--backoff-base", type=float, default=None, help="what if Backoff(base=S)")
+    parser.add_argument("--backoff-cap", type=float, default=None, help="what if Backoff(cap=S)")
+    parser.add_argument("--max-wait", type=float, default=None, help="what if Backoff(max_wait=S)")
     parser.add_argument(
         "--routes", type=int, default=None, help="what if only the first N routes had been given"
     )
@@ -40,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
         "stale_timeout": args.stale_timeout,
         "unsupported": args.unsupported,
         "stale_giveup": args.stale_giveup,
+        "backoff_base": args.backoff_base,
+        "backoff_cap": args.backoff_cap,
+        "max_wait": args.max_wait,
         "routes": args.routes,
     }
     try:
@@ -77,12 +83,25 @@ def _deciding(record: Any) -> str:
 
 
 def _settings_text(settings: dict[str, Any]) -> str:
-    names = ("retries", "stale_timeout", "unsupported", "stale_giveup", "routes")
+    names = ("retries", "stale_timeout", "unsupported", "stale_giveup", "backoff_base", "max_wait", "routes")
     return " ".join(
         f"{name}={settings[name]:g}" if isinstance(settings[name], float) else f"{name}={settings[name]}"
         for name in names
         if settings.get(name) is not None
     )
+
+
+def _wait_text(record: Any) -> str:
+    """BO-4: a step into `waiting` shows how long and why."""
+    if record.dest != "waiting":
+        return ""
+    wait_s, source = record.inputs.get("wait_s"), record.inputs.get("wait_source")
+    if not isinstance(wait_s, (int, float)) or isinstance(wait_s, bool):
+        return ""
+    from ..backoff import WAIT_SOURCES
+
+    shown = source if source in WAIT_SOURCES else "?"  # SEC-7: nothing from a trace printed raw
+    return f"  [wait {wait_s:.3f} s, {shown}]"
 
 
 def _printable(name: str) -> str:
@@ -111,7 +130,7 @@ def _step_line(step: Any, route_width: int = 0) -> str:
     route = f"{_printable(record.route or '-'):<{route_width}} " if route_width else ""
     line = (
         f"{mark}{step.index:>4} {record.t:8.3f} {record.attempt:>3}  {route}{move:<34} "
-        f"{record.trigger:<17} {chars:>6}  {_deciding(record)}\n"
+        f"{record.trigger:<17} {chars:>6}  {_deciding(record)}{_wait_text(record)}\n"
     )
     if step.matched:
         return line

@@ -81,10 +81,10 @@ async def run_async(
         params=plan.params,
         callbacks=Callbacks(*callbacks),
         watchdog=watchdog,
-        remember=session._remember,
+        health=plan.link,
         max_bytes=session.max_bytes,
         routes=plan.routes,
-        load_route=session._aload_route,
+        load_route=lambda index: session._aload_route(plan, index),
     )
     with session._in_flight_as(watchdog):
         return await driver.run()
@@ -136,6 +136,11 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         if kind is act.Status:
             await self.delivery.status(action.message)
             return ()
+        if kind is act.Wait:
+            return await self._wait(action.seconds)
+        if kind is act.Remember:
+            await self.health.aremember(action)
+            return ()
         return await self._deliver(action)
 
     async def _load_route(self, index: int) -> Decided:
@@ -144,6 +149,19 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         self._use_route(index)
         loaded = await self.load_route(index)
         return self._feed_control(loaded)
+    async def _wait(self, seconds: float) -> Decided:
+        """BO-4: a loop timer, inside a window only an interrupt can cut (no stall timer: the wait
+        is not silence of the provider). The caller's cancellation propagates."""
+        watchdog = self.watchdog
+        watchdog.arm(stale=False)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            if not watchdog.claim():
+                raise
+        finally:
+            watchdog.disarm()
+        return self._waited()
 
     def _record_cancellation(self) -> None:
         """The caller cancelled the task: the machine hears an Interrupt, for the record (RES-11)."""

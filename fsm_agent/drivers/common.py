@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..backoff import retry_hint
 from ..events import AttemptFailed, Interrupt, StaleTimeout
 
 __all__ = [
@@ -143,7 +145,10 @@ def failure_event(
         return AttemptFailed(exc.original, from_callback=True)
     if not isinstance(exc, Exception):
         raise exc  # SystemExit, GeneratorExit: not ours to handle
-    return AttemptFailed(exc)
+    hint = retry_hint(exc, time.time())  # BO-2: read here, where the wall clock is
+    if hint is None:
+        return AttemptFailed(exc)
+    return AttemptFailed(exc, hint=hint[0], hint_source=hint[1])
 
 
 def activity_label(obj: Any) -> str:

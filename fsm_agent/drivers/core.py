@@ -1,8 +1,9 @@
 """What the sync and async drivers share: one request's state and every rule about feeding the machine.
 
 `DriverCore` walks the machine's actions in order (`_steps`) and yields only those needing I/O —
-open an attempt, close it, deliver to the caller, run the fallback, report a status — for the driver
-to perform, blocking or awaiting; everything else is here, once: an interrupt noticed between
+open an attempt, close it, deliver to the caller, run the fallback, report a status, wait before the
+next attempt (BO-2), write the endpoint's health (HL-1), switch to another route (RT-2) — for the
+driver to perform, blocking or awaiting; everything else is here, once: an interrupt noticed between
 actions wins over the next one, a content callback's error voids the rest of the old decision
 (CB-6), whatever ended an attempt becomes the one right event (`common.failure_event`), and a stream
 the watchdog aborted ends as what the watchdog fired for, not as what the reader saw. So each driver
@@ -17,8 +18,9 @@ from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import actions as act
+from ..endpoint import EndpointLink
 from ..errors import MachineError
-from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta
+from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta, WaitOver
 from ..providers.base import ProviderAdapter, as_plain
 from ..request import RequestMachine
 from ..result import StreamResult
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["Decided", "DriverCore", "WatchdogState"]
 
 Decided = tuple[Any, ...]  # what the machine returned: actions, and wire events to deliver
+# Actions that wait on the world: an interrupt noticed before one of them wins over it (RES-11).
+_IO_BOUND = (act.OpenAttempt, act.RunFallback, act.Wait, act.LoadRoute)
 
 
 class WatchdogState(Protocol):
@@ -58,7 +62,7 @@ class DriverCore(Generic[W]):
         params: dict[str, Any],
         callbacks: Callbacks,
         watchdog: W,
-        remember: Callable[[str], None],
+        health: EndpointLink,
         max_bytes: int,
         routes: Sequence[PreparedRoute] = (),
         load_route: Callable[[int], Any] | None = None,
@@ -69,7 +73,7 @@ class DriverCore(Generic[W]):
         self.params = params
         self.cb = callbacks
         self.watchdog = watchdog
-        self.remember = remember
+        self.health = health
         self.max_bytes = max_bytes
         self.routes = routes  # RT-1: the request's routes; `source`/`adapter`/`params` are the current one's
         self.load_route = load_route  # reads a route's endpoint health: a RouteLoaded (awaitable in async)
@@ -80,6 +84,8 @@ class DriverCore(Generic[W]):
         route = self.routes[index]
         self.source, self.adapter, self.params = route.source, route.adapter, route.params
         self.watchdog.stale_timeout = route.stale_timeout
+        if route.link is not None:  # HL-1: the route's endpoint has a health of its own
+            self.health = route.link
 
     def _unused_routes(self) -> list[Any]:
         """Sources of the routes other than the current one (a factory's client made to infer an API
@@ -97,8 +103,10 @@ class DriverCore(Generic[W]):
         """Yield each action that needs I/O; the driver performs it and sends back what the machine
         decided meanwhile (or nothing). Returns the result; raises what the machine raises.
 
-        The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `LoadRoute`, `Status`, and
-        the deltas to deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
+        The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `Status`, `Wait` (it
+        answers with `waited()`), `Remember` (it writes the endpoint's health), `LoadRoute` (it
+        switches to a route and answers with its health), and the deltas to
+        deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
         `TextDelta`). A delivery's decision (a content callback raised) replaces what was left.
         """
         pending: deque[Any] = deque(self._feed(Start()))
@@ -111,9 +119,9 @@ class DriverCore(Generic[W]):
             if kind is act.Raise:
                 raise action.error
             if kind is act.Remember:
-                self.remember(action.fact)
+                yield action  # a store may need I/O (RedisHealth); nothing is decided meanwhile
                 continue
-            io_bound = kind is act.OpenAttempt or kind is act.RunFallback or kind is act.LoadRoute
+            io_bound = kind in _IO_BOUND
             if io_bound and self.watchdog.interrupted:
                 pending.extend(self._feed(Interrupt()))  # noticed between actions: it wins (RES-11)
                 continue
@@ -134,6 +142,10 @@ class DriverCore(Generic[W]):
         if self.watchdog.interrupted and not self.machine.finished:
             return self._feed(Interrupt())
         return self._feed(event)
+
+    def _waited(self) -> Decided:
+        """The wait is over, or was cut short by an interrupt (which wins, RES-11)."""
+        return self._feed_control(WaitOver())
 
     def _interrupt_noticed(self) -> Decided | None:
         """The machine's decision on an interrupt noticed now, if there is one (it wins)."""

@@ -67,6 +67,14 @@ class SyncDriver(DriverCore[Watchdog]):
         if kind is act.Status:
             self.cb.status(action.message)
             return ()
+        if kind is act.Wait:
+            # BO-4: blocks on the request's interrupt switch (no polling); the watchdog is disarmed
+            # between attempts, so the wait is no stall.
+            self.watchdog.wait(action.seconds)
+            return self._waited()
+        if kind is act.Remember:
+            self.health.remember(action)
+            return ()
         return self._deliver(action)
 
     def _load_route(self, index: int) -> Decided:

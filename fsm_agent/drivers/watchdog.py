@@ -142,6 +142,20 @@ class Watchdog:
     def interrupted(self) -> bool:
         return self._interrupted or (self._user_event is not None and self._user_event.is_set())
 
+    def wait(self, seconds: float) -> bool:
+        """Sleep `seconds` unless interrupted first (BO-4); True when interrupted. Wakes at once on
+        `interrupt()`; looks at a caller's own `threading.Event` every 50 ms (it cannot notify)."""
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            while not self.interrupted:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                if self._user_event is not None:
+                    remaining = min(remaining, _USER_EVENT_POLL)
+                self._cond.wait(remaining)
+            return True
+
     # -- called from any thread ----------------------------------------------------------------------
     def interrupt(self) -> None:
         with self._cond:

@@ -54,6 +54,7 @@ TRANSIENT_EXCEPTIONS = frozenset(
         "modelstreamerrorexception",
         "throttlingexception",
         "serviceunavailableexception",
+        "modelnotreadyexception",
     }
 )
 

@@ -30,6 +30,7 @@ ERROR_TYPES = {
     429: "ThrottlingException",
     500: "InternalServerException",
     503: "ServiceUnavailableException",
+    529: "ServiceUnavailableException",
 }
 
 

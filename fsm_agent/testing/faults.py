@@ -109,12 +109,21 @@ class StreamError:
     bedrock_exception: str = "internalServerException"
 
 
+RetryAfterForm = Literal["seconds", "ms", "http-date"]
+
+
 @dataclass(frozen=True)
 class HttpError:
     """Answer with HTTP ``status`` and a JSON error body in the wire's format.
 
     ``body`` overrides the whole body (a mapping is sent as JSON, ``str``/``bytes`` verbatim).
     ``stream_only`` limits the error to streaming requests.
+
+    ``retry_after`` adds the server's hint (BO-2) in the form ``retry_after_form`` says:
+    ``"seconds"`` (``retry-after: 0.3``), ``"ms"`` (``retry-after-ms: 300``) or ``"http-date"``
+    (``retry-after: <the HTTP date retry_after seconds after the answer is sent>``; HTTP dates have
+    whole seconds, so the date is the next whole second at or after that moment).
+    ``should_retry`` adds ``x-should-retry: true|false``.
     """
 
     status: int = 500
@@ -122,6 +131,9 @@ class HttpError:
     body: Mapping[str, Any] | str | bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     stream_only: bool = False
+    retry_after: float | None = None
+    retry_after_form: RetryAfterForm = "seconds"
+    should_retry: bool | None = None
 
 
 @dataclass(frozen=True)

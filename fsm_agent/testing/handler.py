@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import selectors
 import socket
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -52,6 +54,24 @@ class Request:
     api: str | None
     stream: bool
     scenario: Scenario | None = field(default=None, repr=False)
+    # when the request was read (time.monotonic()): lets a test see when a client sent what
+    received_at: float = field(default_factory=time.monotonic, compare=False)
+
+
+def hint_headers(err: F.HttpError) -> dict[str, str]:
+    """The retry hint and x-should-retry headers an `HttpError` asks for, as of now."""
+    headers: dict[str, str] = {}
+    if err.retry_after is not None:
+        if err.retry_after_form == "ms":
+            headers["retry-after-ms"] = f"{err.retry_after * 1000:g}"
+        elif err.retry_after_form == "http-date":
+            when = math.ceil(time.time() + err.retry_after)
+            headers["retry-after"] = formatdate(when, usegmt=True)
+        else:
+            headers["retry-after"] = f"{err.retry_after:g}"
+    if err.should_retry is not None:
+        headers["x-should-retry"] = "true" if err.should_retry else "false"
+    return headers
 
 
 def make_wires() -> dict[str, Wire]:
@@ -161,11 +181,12 @@ class EmulatorHandler(BaseHTTPRequestHandler):
     def _serve(self, sc: Scenario, wire: Wire, ctx: RequestContext) -> None:
         err = sc.fault(F.HttpError)
         if err is not None and (ctx.stream or not err.stream_only):
+            extra = {**hint_headers(err), **err.headers}
             if err.body is not None:
-                self._send_json(err.status, err.body, err.headers)
+                self._send_json(err.status, err.body, extra)
             else:
                 body, headers = wire.error_body(err.status, err.message or status_message(err.status))
-                self._send_json(err.status, body, {**headers, **err.headers})
+                self._send_json(err.status, body, {**headers, **extra})
             return
         rso = sc.fault(F.RejectStreamOptions)
         if rso is not None and "stream_options" in ctx.body:

@@ -239,10 +239,19 @@ _DEMO_LIST: tuple[Demo, ...] = (
     ),
     Demo(
         "rate-limited",
-        "HTTP 429 first, then the answer",
+        "HTTP 429 with retry-after: 1 first, then the answer (waits out the hint)",
         (
-            Scenario.build(_ANSWER, faults=(F.HttpError(429),), name="rate-limited/429"),
+            Scenario.build(_ANSWER, faults=(F.HttpError(429, retry_after=1.0),), name="rate-limited/429"),
             Scenario.build(_ANSWER, name="rate-limited/ok"),
+        ),
+    ),
+    Demo(
+        "overloaded",
+        "HTTP 529 (overloaded) twice with no hint, then the answer (backs off with jitter)",
+        (
+            Scenario.build(_ANSWER, faults=(F.HttpError(529),), name="overloaded/529-1"),
+            Scenario.build(_ANSWER, faults=(F.HttpError(529),), name="overloaded/529-2"),
+            Scenario.build(_ANSWER, name="overloaded/ok"),
         ),
     ),
     Demo(

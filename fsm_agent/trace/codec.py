@@ -37,6 +37,7 @@ from ..events import (
     ToolCallDelta,
     ToolCallEnd,
     UsageReport,
+    WaitOver,
 )
 from ..redact import redact, truncate
 from ..result import Usage
@@ -181,12 +182,17 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
         "stale_streak": e.stale_streak,
         "streaming_disabled": e.streaming_disabled,
         "stream_options_unsupported": e.stream_options_unsupported,
+        "cooldown_s": e.cooldown_s,
+        "breaker_probe": e.breaker_probe,
+        "breaker_retry_at": e.breaker_retry_at,
     },
     FallbackDelivered: lambda e: {},
     AttemptFailed: lambda e: {
         "error": encode_error(e.error, e.from_callback, e.kind),
         "from_callback": e.from_callback,
+        **({} if e.hint is None else {"hint": e.hint, "hint_source": e.hint_source}),
     },
+    WaitOver: lambda e: {},
     FallbackFinished: lambda e: {
         "events": [encode_event(item) for item in e.events],
         "response": {"type": type(e.response).__name__},
@@ -280,6 +286,13 @@ def _failed(fields: dict[str, Any]) -> AttemptFailed:
         status=_int(spec, "status", True),
         code=_str(spec, "code", True),
     )
+    hint = fields.get("hint")
+    if hint is not None:
+        hint = _number(fields, "hint")
+        source = _str(fields, "hint_source")
+        if source not in ("retry-after-ms", "retry-after"):
+            raise CodecError(f"unknown hint source {source!r}")
+        return AttemptFailed(error, from_callback, None if from_callback else kind, hint, source)
     return AttemptFailed(error, from_callback, None if from_callback else kind)
 
 
@@ -294,8 +307,20 @@ def _route_loaded(fields: dict[str, Any]) -> RouteLoaded:
     index, streak = _int(fields, "index"), _int(fields, "stale_streak")
     if index < 0 or streak < 0:
         raise CodecError("'index' and 'stale_streak' must not be negative")
+    cooldown = _number(fields, "cooldown_s") if "cooldown_s" in fields else 0.0
+    retry_at = fields.get("breaker_retry_at")
+    if retry_at is not None:
+        retry_at = _number(fields, "breaker_retry_at")
+    if cooldown < 0 or cooldown != cooldown:
+        raise CodecError("'cooldown_s' must be a number >= 0")
     return RouteLoaded(
-        index, streak, _bool(fields, "streaming_disabled"), _bool(fields, "stream_options_unsupported")
+        index,
+        streak,
+        _bool(fields, "streaming_disabled"),
+        _bool(fields, "stream_options_unsupported"),
+        cooldown,
+        _bool(fields, "breaker_probe"),
+        retry_at,
     )
 
 
@@ -321,6 +346,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "Interrupt": lambda f: Interrupt(),
     "AttemptClosed": lambda f: AttemptClosed(),
     "RouteLoaded": lambda f: _route_loaded(f),
+    "WaitOver": lambda f: WaitOver(),
     "FallbackDelivered": lambda f: FallbackDelivered(),
     "AttemptFailed": _failed,
     "FallbackFinished": _fallback,

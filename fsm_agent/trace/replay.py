@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import actions as act
+from ..backoff import wait_before
 from ..errors import ErrorKind, MachineError, TraceFormatError
 from ..events import (
     AttemptClosed,
@@ -35,6 +36,7 @@ from ..events import (
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
+    WaitOver,
 )
 from ..guards import RequestContext
 from ..request import RequestMachine
@@ -48,27 +50,40 @@ from .whatif import Simulation
 
 __all__ = ["SETTINGS", "refeed", "replay", "replay_request"]
 
-# name -> accepted types; the first five are settings, the last three the session memory a
-# request starts with.
+# name -> accepted types: the settings (back-off flattened: `backoff_base`, `backoff_cap`,
+# `max_wait`; BO-5), the jitter's seed, then the endpoint health a request starts with.
 SETTINGS: dict[str, tuple[type, ...]] = {
     "retries": (int,),
     "stale_timeout": (int, float),
     "unsupported": (str,),
     "stale_giveup": (int,),
+    "backoff_base": (int, float),
+    "backoff_cap": (int, float),
+    "max_wait": (int, float),
+    "seed": (int,),
     "stale_streak": (int,),
     "streaming_disabled": (bool,),
     "stream_options_unsupported": (bool,),
     "routes": (int,),  # RT-: keep only the first N routes (what if there had been no fallback?)
+    "cooldown_s": (int, float),
+    "breaker_probe": (bool,),
 }
+_FLOATS = ("stale_timeout", "backoff_base", "backoff_cap", "max_wait", "cooldown_s")
 _DEFAULTS: dict[str, Any] = {
     "retries": 2,
     "stale_timeout": None,
     "unsupported": "fallback",
     "stale_giveup": 5,
+    "backoff_base": 0.5,
+    "backoff_cap": 8.0,
+    "max_wait": 60.0,
+    "seed": 0,
     "stale_streak": 0,
     "streaming_disabled": False,
     "stream_options_unsupported": False,
     "routes": None,
+    "cooldown_s": 0.0,
+    "breaker_probe": False,
 }
 
 
@@ -82,8 +97,9 @@ def replay(
     """Replay the trace at `source` (a path, an open binary file or a `MemorySink`).
 
     `settings` override the recorded ones (`retries`, `stale_timeout`, `unsupported`,
-    `stale_giveup`) or the session memory each request started with (`stale_streak`,
-    `streaming_disabled`, `stream_options_unsupported`); None means "as recorded".
+    `stale_giveup`, `backoff_base`, `backoff_cap`, `max_wait`) or the endpoint health each request
+    started with (`stale_streak`, `streaming_disabled`, `stream_options_unsupported`); None means
+    "as recorded".
     """
     overrides = check_settings(settings)
     trace = read_trace(source, max_line=max_line)
@@ -117,11 +133,12 @@ def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
             raise ValueError("unsupported must be 'fallback' or 'raise'")
         if name == "stale_timeout" and value <= 0:
             raise ValueError("stale_timeout must be positive")
-        if name in ("retries", "stale_giveup", "stale_streak") and value < 0:
-            raise ValueError(f"{name} must not be negative")
+        non_negative = ("retries", "stale_giveup", "stale_streak", "backoff_base", "backoff_cap", "max_wait")
+        if name in non_negative and (value < 0 or value != value or value == float("inf")):
+            raise ValueError(f"{name} must be a finite number >= 0")
         if name == "routes" and value < 1:
             raise ValueError("routes must be at least 1")
-        checked[name] = float(value) if name == "stale_timeout" else value
+        checked[name] = float(value) if name in _FLOATS else value
     return checked
 
 
@@ -166,9 +183,15 @@ def new_machine(request_id: str, settings: dict[str, Any]) -> RequestMachine:
         retries=settings["retries"],
         unsupported=settings["unsupported"],
         stale_giveup=settings["stale_giveup"],
+        backoff_base=float(settings["backoff_base"]),
+        backoff_cap=float(settings["backoff_cap"]),
+        max_wait=float(settings["max_wait"]),
+        seed=settings["seed"],
         stale_streak=settings["stale_streak"],
         streaming_disabled=settings["streaming_disabled"],
         stream_options_unsupported=settings["stream_options_unsupported"],
+        cooldown_s=float(settings["cooldown_s"]),
+        breaker_probe=settings["breaker_probe"],
     )
     return RequestMachine(ctx, request_id=request_id)  # no hooks: a replay logs nothing
 
@@ -278,6 +301,9 @@ def _follow(machine: RequestMachine, outputs: Any, t: float, notes: list[str]) -
         kind = type(item)
         if kind is act.CloseAttempt and item.then_feed_closed:
             pending.extend(machine.feed(AttemptClosed(), t))
+        elif kind is act.Wait:  # BO-5: virtual time, never a sleep
+            t += item.seconds
+            pending.extend(machine.feed(WaitOver(), t))
         elif kind is act.Finish:
             return item.result
         elif kind is act.Raise:
@@ -315,9 +341,16 @@ def _set_inputs(
     ctx.finish_seen = _take(inputs, "finish_seen", (bool,), ctx.finish_seen, line)
     ctx.stale_streak = _take(inputs, "stale_streak", (int,), ctx.stale_streak, line)
     ctx.streaming_disabled = _take(inputs, "streaming_disabled", (bool,), ctx.streaming_disabled, line)
-    for name in ("retries", "unsupported", "stale_giveup"):
+    ctx.breaker_probe = _take(inputs, "breaker_probe", (bool,), ctx.breaker_probe, line)
+    ctx.cooldown_s = float(_take(inputs, "cooldown_s", (int, float), ctx.cooldown_s, line))
+    hint = _take(inputs, "hint_s", (int, float), None, line)
+    ctx.hint_s = float(hint) if hint is not None else None
+    ctx.hint_source = _take(inputs, "hint_source", (str,), None, line)
+    ctx.wait_s = float(_take(inputs, "wait_s", (int, float), 0.0, line))
+    ctx.wait_source = _take(inputs, "wait_source", (str,), None, line)
+    for name in ("retries", "unsupported", "stale_giveup", "max_wait"):
         setattr(ctx, name, _take(inputs, name, SETTINGS[name], getattr(ctx, name), line))
-    settings = ("retries", "unsupported", "stale_giveup")
+    settings = ("retries", "unsupported", "stale_giveup", "backoff_base", "backoff_cap", "max_wait")
     memory = ("stale_streak", "streaming_disabled") if first else ()
     for name in (*settings, *memory):
         if name in overrides:
@@ -331,6 +364,14 @@ def _set_inputs(
     ctx.error = _stand_in(error_name, ctx.error_kind, line) if error_name is not None else None
     ctx.error_status = _take(inputs, "error_status", (int,), None, line)
     ctx.route = _take(inputs, "route", (int,), ctx.route, line)
+    if ctx.error_kind is ErrorKind.TRANSIENT and any(name in overrides for name in _BACKOFF):
+        # BO-5: what-if back-off settings: the wait is recomputed from the recorded hint and seed
+        ctx.wait_s, ctx.wait_source = wait_before(
+            ctx.retries_used + 1, ctx.hint_s, ctx.hint_source, ctx.backoff(), ctx.seed
+        )
+
+
+_BACKOFF = ("backoff_base", "backoff_cap", "max_wait")
 
 
 def _stand_in(name: str, kind: ErrorKind | None, line: int) -> BaseException:
@@ -353,6 +394,8 @@ def _cause_event(record: TransitionRecord, line: int) -> object:
         name = cause.get("error") if isinstance(cause.get("error"), str) else "Exception"
         error = _stand_in(str(name), None, line)
         return AttemptFailed(error, bool(cause.get("from_callback", False)))
+    if kind == "WaitOver":
+        return WaitOver()
     simple: dict[str, Any] = {
         "Start": Start,
         "Interrupt": Interrupt,

@@ -91,11 +91,17 @@ def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
             "unsupported": ctx.unsupported,
             "stale_giveup": ctx.stale_giveup,
             "stale_timeout": stale_timeout,
+            "backoff_base": ctx.backoff_base,
+            "backoff_cap": ctx.backoff_cap,
+            "max_wait": ctx.max_wait,
+            "seed": ctx.seed,
         },
         "memory": {
             "stale_streak": ctx.stale_streak,
             "streaming_disabled": ctx.streaming_disabled,
             "stream_options_unsupported": ctx.stream_options_unsupported,
+            "cooldown_s": ctx.cooldown_s,
+            "breaker_probe": ctx.breaker_probe,
         },
     }
     write(machine.request_id, header)

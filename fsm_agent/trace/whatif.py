@@ -3,7 +3,8 @@
 A wire recording holds what each attempt's provider sent and when. The simulation builds a fresh
 machine with the what-if settings and plays the driver's part: it opens attempt n by re-feeding the
 events the provider sent on the n-th connection (their times shifted to the new timeline), feeds
-`AttemptClosed` when the machine asks for it, serves a fallback from the recorded fallback answer,
+`AttemptClosed` when the machine asks for it, lets each wait pass in virtual time (BO-5), serves a
+fallback from the recorded fallback answer,
 and fires the watchdog where a shorter (or longer) `stale_timeout` would have: after that many
 seconds without provider activity. Interrupts are external, so they arrive at their recorded time.
 When the run needs something the recording does not hold (a 4th attempt, a fallback never made),
@@ -35,6 +36,7 @@ from ..events import (
     ToolCallDelta,
     ToolCallEnd,
     UsageReport,
+    WaitOver,
 )
 from ..machine import LIVE
 from ..request import RequestMachine
@@ -92,7 +94,7 @@ def segment(events: list[RecordedEvent]) -> Segments:
                 seg.interrupt_t = recorded.t
         elif kind is Start:
             seg.start_t = opener = recorded.t
-        elif kind is AttemptClosed:
+        elif kind is AttemptClosed or kind is WaitOver:  # the next attempt opens from here
             opener = recorded.t
         elif recorded.state in _LIVE:
             found = seg.attempts.get(recorded.attempt)
@@ -180,6 +182,8 @@ class Simulation:
             elif kind is act.CloseAttempt:
                 if action.then_feed_closed:
                     pending.extend(self._feed(AttemptClosed(), self.now))
+            elif kind is act.Wait:  # BO-5: the wait passes in virtual time
+                pending.extend(self._feed(WaitOver(), self.now + action.seconds))
             elif kind is act.DeliverText:
                 self.delivered += len(action.text)
             elif kind is act.RunFallback:

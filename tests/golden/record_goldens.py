@@ -48,6 +48,9 @@ def _cut_tool_call() -> Scenario:
     return Scenario.build(_INTRO, tool_calls=[_READ], faults=[DropMidFrame(1, kind="tool_args")])
 
 
+INSTANT = fsm_agent.Backoff(base=0)  # the goldens retry at once
+
+
 @dataclass(frozen=True)
 class Golden:
     """A scenario script, the session settings, and the requests to make (more than one for
@@ -106,7 +109,9 @@ def record(name: str, path: Path, interrupt_after: float | None = None, **sessio
     with Emulator() as emulator:
         emulator.script(*golden.script)
         client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="sk-emulator", max_retries=0)
-        session = fsm_agent.Session(trace=str(path), record_wire=True, **{**golden.session, **session})
+        session = fsm_agent.Session(
+            backoff=INSTANT, trace=str(path), record_wire=True, **{**golden.session, **session}
+        )
         try:
             for number in range(golden.requests):
                 timer = None

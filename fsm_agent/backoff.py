@@ -1,0 +1,167 @@
+"""The wait between attempts (BO-2..BO-5): the `Backoff` settings, the server's hint, the policy.
+
+`retry_hint` reads the provider's hint off a failed attempt's exception (`retry-after-ms`, then
+`retry-after` as seconds or as an HTTP date; the SDK's `APIStatusError.response.headers`, or
+botocore's `ResponseMetadata.HTTPHeaders`); the driver calls it at the boundary, with the wall
+clock an HTTP date needs, and the hint travels inside the `AttemptFailed` event, so replay sees
+exactly what the request saw. `wait_before` is the named, pure wait policy the machine applies:
+the hint first, else full-jitter exponential back-off whose jitter comes from the request's seed
+and the retry's number alone, so a replay or a what-if recomputes the same draw (BO-5).
+
+Never performs I/O, never reads a clock, never sleeps.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+__all__ = [
+    "INSTANT",
+    "WAIT_SOURCES",
+    "Backoff",
+    "backoff_draw",
+    "header",
+    "retry_hint",
+    "should_retry_header",
+    "wait_before",
+]
+
+# The values a record's `wait_source` takes (BO-4).
+WAIT_SOURCES = ("retry-after-ms", "retry-after", "backoff", "cooldown")
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How long to wait between attempts when the server gives no hint (BO-2).
+
+    The n-th retry waits uniform(0, min(cap, base * 2**(n-1))) seconds ("full jitter");
+    `base=0` retries at once. A server hint longer than `max_wait` is not waited out: the error is
+    raised at once (BO-3).
+    """
+
+    base: float = 0.5
+    cap: float = 8.0
+    max_wait: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("base", "cap", "max_wait"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"Backoff.{name} must be a number, not {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"Backoff.{name} must be a finite number >= 0, not {value!r}")
+
+    def ceiling(self, retry: int) -> float:
+        """The upper bound of the n-th retry's jitter: min(cap, base * 2**(n-1))."""
+        if self.base <= 0 or retry < 1:
+            return 0.0
+        exponent = min(retry - 1, 64)  # 2**64 * base is past any cap
+        return min(self.cap, self.base * 2.0**exponent)
+
+
+INSTANT = Backoff(base=0.0)
+
+
+def backoff_draw(seed: int, retry: int) -> float:
+    """The jitter fraction in [0, 1) of the request with `seed` for its `retry`-th retry.
+
+    A function of the two numbers only (not of how many draws came before), so a what-if that
+    skips or adds retries still draws the same value for the same retry.
+    """
+    return random.Random(seed * 1_000_003 + retry).random()
+
+
+def wait_before(
+    retry: int,
+    hint: float | None,
+    hint_source: str | None,
+    backoff: Backoff,
+    seed: int,
+) -> tuple[float, str]:
+    """BO-2: how long to wait before the `retry`-th retry, and why (the record's wait_s/wait_source).
+
+    The server's hint wins (even over `Backoff(base=0)`: the server said when it will take the
+    request); else full jitter. The caller decides separately whether a hint exceeds `max_wait`.
+    """
+    if hint is not None and hint_source is not None:
+        return max(0.0, hint), hint_source
+    return backoff.ceiling(retry) * backoff_draw(seed, retry), "backoff"
+
+
+# -- the server's hint ----------------------------------------------------------------------------
+def _headers_of(exc: BaseException) -> Any:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)  # openai / anthropic APIStatusError: httpx Headers
+    if headers is not None:
+        return headers
+    if isinstance(response, dict):  # botocore ClientError: lower-cased header names
+        meta = response.get("ResponseMetadata")
+        found = meta.get("HTTPHeaders") if isinstance(meta, dict) else None
+        if isinstance(found, dict):
+            return found
+    return None
+
+
+def header(exc: BaseException, name: str) -> str | None:
+    """The value of response header `name` of the HTTP response behind `exc`, if any."""
+    headers = _headers_of(exc)
+    if headers is None:
+        return None
+    try:
+        value = headers.get(name)
+        if value is None and isinstance(headers, dict):
+            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    except Exception:  # a headers object of a shape we do not know: no hint
+        return None
+    return value if isinstance(value, str) else None
+
+
+def should_retry_header(exc: BaseException) -> bool | None:
+    """BO-1: the `x-should-retry` response header, which overrides the status (None: absent)."""
+    value = header(exc, "x-should-retry")
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    return None
+
+
+def retry_hint(exc: BaseException, now: float) -> tuple[float, str] | None:
+    """The provider's hint on `exc` as (seconds from `now`, source), or None.
+
+    `now` is wall-clock seconds (an HTTP date is absolute). A hint that is not a finite
+    non-negative number, or a date that cannot be read, is no hint.
+    """
+    millis = _number(header(exc, "retry-after-ms"))
+    if millis is not None:
+        return millis / 1000.0, "retry-after-ms"
+    raw = header(exc, "retry-after")
+    if raw is None:
+        return None
+    seconds = _number(raw)
+    if seconds is not None:
+        return seconds, "retry-after"
+    try:
+        when = parsedate_to_datetime(raw.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT
+        return None
+    return max(0.0, when.timestamp() - now), "retry-after"
+
+
+def _number(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None

@@ -1,0 +1,200 @@
+"""One request's link to its endpoint's health (HL-1): read once at the start, written on change.
+
+`EndpointLink` is the one place where health meets a request. At the start (`begin`/`abegin`) it
+reads the endpoint's `EndpointHealth`, takes the half-open breaker's probe when the breaker's
+cooldown has passed and no other request holds it (BO-7), and turns the result into the facts the
+machine's context starts from (`StartFacts`: streak, quirks, remaining cooldown, probe). While the
+request runs, the machine's `Remember` actions become `HealthChange`s (`remember`/`aremember`): a
+stall (tripping or re-tripping the breaker at `stale_giveup`), a success (only written when there
+was something to reset), a learned quirk, a cooldown after a 429/529 with a hint (BO-6). At the end
+(`finish`/`afinish`) a probe that neither succeeded nor stalled is settled: a transient failure
+re-trips the breaker, anything else just frees the probe. A route (RT-) gets a link of its own.
+
+Times here are wall-clock (`time.time()`): a shared store spans processes. Never decides policy
+beyond translating facts; the machine decides.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .actions import Remember
+from .errors import ErrorKind, classify
+from .health import EndpointHealth, EndpointKey, HealthChange, HealthStore
+
+__all__ = ["EndpointLink", "HealthSettings", "StartFacts", "base_url_of", "endpoint_key"]
+
+
+def base_url_of(client: Any) -> str:
+    """The base URL a client sends to, without credentials, query or fragment ("" if unknown).
+
+    openai / anthropic clients have `base_url`; boto3 clients `meta.endpoint_url`.
+    """
+    raw = getattr(client, "base_url", None)
+    if raw is None:
+        meta = getattr(client, "meta", None)
+        raw = getattr(meta, "endpoint_url", None)
+    if raw is None:
+        return ""
+    try:
+        parts = urlsplit(str(raw))
+    except ValueError:
+        return ""
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def endpoint_key(api: str, client: Any, model: str | None) -> EndpointKey:
+    return EndpointKey(api=api, base_url=base_url_of(client), model=model or "")
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSettings:
+    stale_giveup: int
+    breaker_cooldown: float
+    probe_lease: float  # how long a probe holds the half-open slot if its process dies mid-way
+
+
+@dataclass(frozen=True, slots=True)
+class StartFacts:
+    """What the request's context starts from (`RequestContext` fields of the same names)."""
+
+    stale_streak: int
+    streaming_disabled: bool
+    stream_options_unsupported: bool
+    cooldown_s: float
+    breaker_probe: bool
+    breaker_retry_at: float | None
+
+
+def _tripped(health: EndpointHealth, settings: HealthSettings) -> bool:
+    return settings.stale_giveup > 0 and health.stale_streak >= settings.stale_giveup
+
+
+class EndpointLink:
+    """The health of one endpoint as one request sees and changes it."""
+
+    def __init__(
+        self, store: HealthStore, key: EndpointKey, settings: HealthSettings, request_id: str
+    ) -> None:
+        self.store = store
+        self.key = key
+        self.settings = settings
+        self.request_id = request_id
+        self.probe = False  # this request holds the half-open probe (until settled)
+        self._reset_needed = False  # the start health had a streak or breaker a success resets
+
+    # -- the start ---------------------------------------------------------------------------------
+    def _probe_change(self, health: EndpointHealth, now: float) -> HealthChange | None:
+        """BO-7: the change that takes the probe, when the breaker is half-open and it is free."""
+        if not _tripped(health, self.settings) or health.breaker_open_until > now:
+            return None
+        if health.probe_until > now:
+            return None
+        return HealthChange(take_probe=self.request_id, probe_until=now + self.settings.probe_lease, at=now)
+
+    def _facts(self, health: EndpointHealth, now: float) -> StartFacts:
+        self.probe = health.probe_owner == self.request_id and health.probe_until > now
+        self._reset_needed = health.stale_streak > 0 or health.breaker_open_until > 0
+        retry_at: float | None = None
+        if _tripped(health, self.settings) and not self.probe:
+            retry_at = max(health.breaker_open_until, health.probe_until, now)
+        return StartFacts(
+            stale_streak=health.stale_streak,
+            streaming_disabled=health.streaming_disabled,
+            stream_options_unsupported=health.stream_options_unsupported,
+            cooldown_s=max(0.0, health.cooldown_until - now),
+            breaker_probe=self.probe,
+            breaker_retry_at=retry_at,
+        )
+
+    def begin(self) -> StartFacts:
+        now = time.time()
+        health = self.store.get(self.key)
+        take = self._probe_change(health, now)
+        if take is not None:
+            health = self.store.update(self.key, take)
+        return self._facts(health, now)
+
+    async def abegin(self) -> StartFacts:
+        now = time.time()
+        health = await self.store.aget(self.key)
+        take = self._probe_change(health, now)
+        if take is not None:
+            health = await self.store.aupdate(self.key, take)
+        return self._facts(health, now)
+
+    # -- while the request runs ----------------------------------------------------------------------
+    def _change(self, action: Remember, now: float) -> HealthChange | None:
+        fact = action.fact
+        if fact == "stall":
+            self._reset_needed = True
+            return HealthChange(stall=True)
+        if fact == "success":
+            if not self._reset_needed and not self.probe:
+                return None  # nothing to reset: no write (HL-2)
+            self.probe = False
+            self._reset_needed = False
+            return HealthChange(success=True)
+        if fact == "cooldown":
+            return HealthChange(cooldown_until=now + action.seconds)
+        if fact == "stream_options_unsupported":
+            return HealthChange(stream_options_unsupported=True)
+        if fact == "streaming_disabled":
+            return HealthChange(streaming_disabled=True)
+        raise ValueError(f"unknown health fact {fact!r}")
+
+    def _trip_change(self, health: EndpointHealth, now: float) -> HealthChange | None:
+        """After a stall: (re-)trip the breaker once the streak reaches stale_giveup (BO-7)."""
+        if not _tripped(health, self.settings):
+            return None
+        release = 0.0 if self.probe else None
+        self.probe = False
+        return HealthChange(breaker_open_until=now + self.settings.breaker_cooldown, probe_until=release)
+
+    def remember(self, action: Remember) -> None:
+        now = time.time()
+        change = self._change(action, now)
+        if change is None:
+            return
+        health = self.store.update(self.key, change)
+        if change.stall:
+            trip = self._trip_change(health, now)
+            if trip is not None:
+                self.store.update(self.key, trip)
+
+    async def aremember(self, action: Remember) -> None:
+        now = time.time()
+        change = self._change(action, now)
+        if change is None:
+            return
+        health = await self.store.aupdate(self.key, change)
+        if change.stall:
+            trip = self._trip_change(health, now)
+            if trip is not None:
+                await self.store.aupdate(self.key, trip)
+
+    # -- the end ---------------------------------------------------------------------------------------
+    def _settle(self, error: BaseException | None) -> HealthChange | None:
+        """A probe still held at the end: re-trip on a transient failure, else just free it."""
+        if not self.probe:
+            return None
+        self.probe = False
+        if error is not None and classify(error) is ErrorKind.TRANSIENT:
+            reopen = time.time() + self.settings.breaker_cooldown
+            return HealthChange(breaker_open_until=reopen, probe_until=0.0)
+        return HealthChange(probe_until=0.0)
+
+    def finish(self, error: BaseException | None) -> None:
+        change = self._settle(error)
+        if change is not None:
+            self.store.update(self.key, change)
+
+    async def afinish(self, error: BaseException | None) -> None:
+        change = self._settle(error)
+        if change is not None:
+            await self.store.aupdate(self.key, change)
