@@ -414,3 +414,20 @@ def test_a_multi_route_trace_replays_step_for_step(pair: Pair, record_wire: bool
     (what_if,) = alone.requests
     assert what_if.outcome.action == "return" and what_if.outcome.stub  # RES-5: a stub with a warning
     assert not alone.matched
+
+
+def test_the_timeline_prints_route_names_without_control_characters(pair: Pair) -> None:
+    import io
+
+    from fsm_agent.cli.replay_cmd import format_report
+
+    pair.primary.script(Scenario.build(faults=[HttpError(404)]))
+    pair.second.script(Scenario.build(ANSWER))
+    sink = fsm_agent.MemorySink()
+    routes = [pair.route(pair.primary, name="first\x1b[2J"), pair.route(pair.second, name="second\x07")]
+    fsm_agent.Session(trace=sink).stream(routes)
+    out = io.StringIO()
+    format_report(fsm_agent.replay(sink), out)
+    text = out.getvalue()
+    assert "first?[2J" in text and "second?" in text  # SEC-7: nothing from a trace printed raw
+    assert "\x1b" not in text and "\x07" not in text
