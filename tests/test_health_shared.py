@@ -19,6 +19,7 @@ from redis_server import RedisServer
 
 import fsm_agent
 from fsm_agent import Route
+from fsm_agent.health import EndpointKey
 from fsm_agent.testing import Emulator, HttpError, RejectStreamOptions, Scenario, Stall
 
 HERE = Path(__file__).resolve().parent
@@ -163,3 +164,29 @@ def test_redis_killed_mid_run_then_restarted(
     assert len(warnings) == 1
     assert "stream_options" not in emulator.requests[-1].body  # the other store read A's quirk
     assert any("answers again" in r.getMessage() for r in caplog.records)
+
+
+def test_async_requests_share_health_through_the_async_client(
+    redis_server: RedisServer,
+    redis_prefix: str,
+    emulator: Emulator,
+    shared: fsm_agent.RedisHealth,
+) -> None:
+    import asyncio
+
+    hello = Scenario.build("Hello.")
+    emulator.script(Scenario.build("Hello.", faults=[RejectStreamOptions(400)]), then=hello)
+
+    async def run() -> fsm_agent.StreamResult:
+        client = openai.AsyncOpenAI(base_url=emulator.openai_base_url, api_key="sk-test", max_retries=0)
+        try:
+            return await session(shared).astream(client, PARAMS)
+        finally:
+            await client.close()
+
+    sync_connections = shared._sync.connection_pool._created_connections  # the sync client stays unused
+    assert asyncio.run(run()).content == "Hello."
+    assert shared._sync.connection_pool._created_connections == sync_connections
+    with fsm_agent.RedisHealth(redis_server.url, prefix=redis_prefix) as another_process:
+        key = EndpointKey("chat_completions", emulator.openai_base_url.rstrip("/"), MODEL)
+        assert another_process.get(key).stream_options_unsupported  # written through aupdate (HL-2)
