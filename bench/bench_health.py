@@ -66,11 +66,8 @@ class RedisServer:
         self.process.wait()
 
 
-def commands_processed(url: str) -> dict[str, int]:
-    import redis
-
-    with redis.Redis.from_url(url) as client:
-        stats = client.info("commandstats")
+def commands_processed(client: Any) -> dict[str, int]:
+    stats = client.info("commandstats")
     return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
 
 
@@ -94,9 +91,13 @@ def request_cost(redis_url: str, rounds: int, requests: int) -> None:
             for _ in range(rounds):  # interleaved, so drift of the machine hits both alike
                 times["memory"].append(one_round(memory, client, requests))
                 times["redis"].append(one_round(shared, client, requests))
-            before = commands_processed(redis_url)
-            one_round(shared, client, requests)
-            after = commands_processed(redis_url)
+            import redis
+
+            with redis.Redis.from_url(redis_url) as counter:  # connected before counting starts
+                before = commands_processed(counter)
+                one_round(shared, client, requests)
+                after = commands_processed(counter)
+            reads = store_reads(health, rounds)
         client.close()
     added = [r - m for r, m in zip(times["redis"], times["memory"], strict=True)]
     print(f"short request ({requests} per round, {rounds} rounds, medians; spread = min..max of rounds)")
@@ -111,11 +112,32 @@ def request_cost(redis_url: str, rounds: int, requests: int) -> None:
         f"  RedisHealth adds {statistics.median(added) * 1e3:.3f} ms/request "
         f"({min(added) * 1e3:.3f}..{max(added) * 1e3:.3f}); ratio {ratio:.3f}  (goal < 0.3 ms)"
     )
+    memory_read, redis_read = (statistics.median(values) * 1e6 for values in reads)
+    print(
+        f"  the store's read alone: MemoryHealth.get {memory_read:.1f} us, "
+        f"RedisHealth.get {redis_read:.1f} us (median of {rounds} rounds of 1000)"
+    )
     calls = {name: after.get(name, 0) - before.get(name, 0) for name in after}
     calls.pop("info", None)
     per_request = {name: count / requests for name, count in sorted(calls.items()) if count}
     shown = ", ".join(f"{name} {value:g}" for name, value in per_request.items()) or "none"
     print(f"  Redis commands per request: {sum(per_request.values()):g} ({shown})  (goal: 1 read, no writes)")
+
+
+def store_reads(health: fsm_agent.RedisHealth, rounds: int) -> tuple[list[float], list[float]]:
+    """One `get` of each store, timed alone (what a request adds), interleaved round by round."""
+    from fsm_agent.health import EndpointKey
+
+    key = EndpointKey("chat_completions", "http://127.0.0.1:1/v1", "bench-model")
+    memory = fsm_agent.MemoryHealth()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        for store, into in ((memory, times[0]), (health, times[1])):
+            started = time.perf_counter()
+            for _ in range(1000):
+                store.get(key)
+            into.append((time.perf_counter() - started) / 1000)
+    return times
 
 
 # -- 2. the fleet -------------------------------------------------------------------------------------
