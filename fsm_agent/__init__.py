@@ -40,7 +40,9 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
         TraceFormatError,
     )
     from .health import MemoryHealth
+    from .health_redis import RedisHealth
     from .result import Choice, StreamResult, ToolCall, Usage
+    from .routes import Route
     from .session import Session
     from .trace.replay import replay
     from .trace.report import ReplayReport
@@ -61,7 +63,9 @@ _WHERE: dict[str, str] = {
     "ProviderStreamError": ".errors",
     "ProviderUnresponsiveError": ".errors",
     "ReplayMismatch": ".errors",
+    "RedisHealth": ".health_redis",
     "ReplayReport": ".trace.report",
+    "Route": ".routes",
     "Session": ".session",
     "StreamLimitError": ".errors",
     "StreamResult": ".result",
@@ -86,8 +90,10 @@ __all__ = [
     "MemorySink",
     "ProviderStreamError",
     "ProviderUnresponsiveError",
+    "RedisHealth",
     "ReplayMismatch",
     "ReplayReport",
+    "Route",
     "Session",
     "StreamLimitError",
     "StreamResult",

@@ -16,6 +16,7 @@ __all__ = [
     "CloseAttempt",
     "DeliverText",
     "Finish",
+    "LoadRoute",
     "OpenAttempt",
     "Raise",
     "Remember",
@@ -93,6 +94,13 @@ class RunFallback:
     """Serve the request without streaming; `response` is a finished object already in hand."""
 
     response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRoute:
+    """Switch to route `index` (RT-2): read its endpoint's health, then feed `RouteLoaded`."""
+
+    index: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ __all__ = [
     "ReasoningDelta",
     "RefusalDelta",
     "ResponseMeta",
+    "RouteLoaded",
     "StaleTimeout",
     "Start",
     "StreamEnd",
@@ -148,6 +149,20 @@ WireEvent = (
 @dataclass(frozen=True, slots=True)
 class Start:
     """The request begins."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteLoaded:
+    """The driver switched to route `index` (RT-2) and read its endpoint's health (HL-1): what the
+    request's context continues from on that route."""
+
+    index: int
+    stale_streak: int = 0
+    streaming_disabled: bool = False
+    stream_options_unsupported: bool = False
+    cooldown_s: float = 0.0  # BO-6: how long that endpoint's cooldown still runs
+    breaker_probe: bool = False  # BO-7: this request holds that endpoint's half-open probe
+    breaker_retry_at: float | None = None  # BO-7: when that endpoint's next probe is allowed
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,9 @@ class RequestContext:
     retries: int = 2
     unsupported: str = "fallback"
     stale_giveup: int = 5
+    # RT-1: the routes of the request, by name, and the one in use (its index)
+    route_names: tuple[str, ...] = ()
+    route: int = 0
     backoff_base: float = 0.5  # BO-2: `Backoff` flattened, so a what-if can change one part
     backoff_cap: float = 8.0
     max_wait: float = 60.0  # BO-3
@@ -41,6 +44,7 @@ class RequestContext:
     retries_used: int = 0
     error: BaseException | None = None
     error_kind: ErrorKind | None = None
+    error_status: int | None = None  # the HTTP status the error carries, if any
     buffer_tool_input: bool = False
     finished_response: Any = None
     # the wait before the next attempt (BO-2), decided with the error that ended this one
@@ -62,10 +66,22 @@ class RequestContext:
         self.finish_seen = False
         self.error = None
         self.error_kind = None
+        self.error_status = None
         self.hint_s = None
         self.hint_source = None
         self.wait_s = 0.0
         self.wait_source = None
+
+    def new_route(self, index: int) -> None:
+        """RT-2: the request goes on on route `index`, with a retry budget of its own."""
+        self.route = index
+        self.retries_used = 0
+        self.buffer_tool_input = False
+        self.finished_response = None
+
+    @property
+    def route_name(self) -> str | None:
+        return self.route_names[self.route] if self.route < len(self.route_names) else None
 
     def backoff(self) -> Backoff:
         return Backoff(base=self.backoff_base, cap=self.backoff_cap, max_wait=self.max_wait)
@@ -85,6 +101,9 @@ class RequestContext:
             "stale_streak": self.stale_streak,
             "stale_giveup": self.stale_giveup,
             "streaming_disabled": self.streaming_disabled,
+            "route": self.route,
+            "routes": len(self.route_names),
+            "error_status": self.error_status,
             "breaker_probe": self.breaker_probe,
             "cooldown_s": self.cooldown_s,
             "max_wait": self.max_wait,
@@ -107,6 +126,11 @@ def breaker_tripped(ctx: RequestContext) -> bool:
 def cooling_down(ctx: RequestContext) -> bool:
     """BO-6: the endpoint is in a cooldown the request will wait out (one within `max_wait`)."""
     return 0 < ctx.cooldown_s <= ctx.max_wait
+
+
+def cooldown_too_long(ctx: RequestContext) -> bool:
+    """RT-1: the endpoint's cooldown runs longer than `max_wait`: another route is tried instead."""
+    return ctx.cooldown_s > ctx.max_wait
 
 
 def hint_too_long(ctx: RequestContext) -> bool:
@@ -166,11 +190,26 @@ def tool_in_flight(ctx: RequestContext) -> bool:
     return ctx.tools_in_flight > 0
 
 
+def route_left(ctx: RequestContext) -> bool:
+    """RT-2: a route after the current one remains to be tried."""
+    return ctx.route + 1 < len(ctx.route_names)
+
+
+# RT-2: a key or a model that does not work on this route (HTTP 401, 403, 404).
+_REFUSED = frozenset({401, 403, 404})
+
+
+def route_refused(ctx: RequestContext) -> bool:
+    """RT-2: the route answered 401/403/404: its key or model does not work there."""
+    return ctx.error_kind is ErrorKind.PERMANENT and ctx.error_status in _REFUSED
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
         breaker_tripped,
         cooling_down,
+        cooldown_too_long,
         streaming_disabled,
         is_fatal,
         finish_seen,
@@ -181,6 +220,8 @@ GUARDS: dict[str, Guard] = {
         budget_left,
         has_visible_text,
         tool_in_flight,
+        route_left,
+        route_refused,
         hint_too_long,
         must_wait,
     )

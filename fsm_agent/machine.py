@@ -39,6 +39,7 @@ class State(enum.Enum):
     WAITING = "waiting"
     STUBBING = "stubbing"
     FALLBACK = "fallback"
+    SWITCHING = "switching"
     DONE = "done"
     FAILED = "failed"
 
@@ -87,6 +88,22 @@ _OUTCOMES: dict[str, tuple[State, tuple[str, ...], tuple[str, ...]]] = {
         ("is_transient", "budget_left", "has_visible_text", "tool_in_flight"),
         ("hint_too_long",),
     ),
+    # RT-2 / RT-3: this route cannot serve now and another remains; silent before anything visible
+    "switch_spent": (S.SWITCHING, ("route_left", "is_transient"), ("budget_left", "has_visible_text")),
+    "switch_hint": (S.SWITCHING, ("route_left", "is_transient", "hint_too_long"), ("has_visible_text",)),
+    "switch_refused": (S.SWITCHING, ("route_left", "route_refused"), ("has_visible_text",)),
+    "switch_unsupported": (
+        S.SWITCHING,
+        ("route_left", "streaming_unsupported"),
+        ("fallback_allowed", "has_visible_text"),
+    ),
+    # RT-3: visible text and a tool call in flight, and no retry here (retries spent, or a hint over
+    # max_wait): switch with a marker naming the route
+    "switch_mid_tool": (
+        S.SWITCHING,
+        ("route_left", "is_transient", "has_visible_text", "tool_in_flight"),
+        (),
+    ),
     # RES-4 / RES-5: keep what the user read; never retry over it
     "stub": (S.STUBBING, ("has_visible_text",), ()),
     # RES-6 / RES-7: nothing visible, no retry left (or not retryable): raise
@@ -108,11 +125,21 @@ def _decide(trigger: str, sources: Sequence[State], outcomes: Sequence[str]) -> 
 
 TABLE: list[Row] = [
     # A request begins: the breaker (WD-3, BO-7), the endpoint's cooldown (BO-6) and the learned
-    # streaming_disabled (RES-9) decide.
+    # streaming_disabled (RES-9) decide; a route whose breaker is open, or whose cooldown is longer
+    # than max_wait, is skipped at once, without a request (RT-1).
+    _row("start", S.IDLE, S.SWITCHING, ["breaker_tripped", "route_left"]),
     _row("start", S.IDLE, S.FAILED, ["breaker_tripped"]),
+    _row("start", S.IDLE, S.SWITCHING, ["cooldown_too_long", "route_left"]),
     _row("start", S.IDLE, S.WAITING, ["cooling_down"]),
     _row("start", S.IDLE, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
     _row("start", S.IDLE, S.CONNECTING),
+    # RT-2: the next route's health was read; it begins as a request does.
+    _row("route_ready", S.SWITCHING, S.SWITCHING, ["breaker_tripped", "route_left"]),
+    _row("route_ready", S.SWITCHING, S.FAILED, ["breaker_tripped"]),
+    _row("route_ready", S.SWITCHING, S.SWITCHING, ["cooldown_too_long", "route_left"]),
+    _row("route_ready", S.SWITCHING, S.WAITING, ["cooling_down"]),
+    _row("route_ready", S.SWITCHING, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
+    _row("route_ready", S.SWITCHING, S.CONNECTING),
     # Phase changes of a healthy stream.
     _row("text", S.CONNECTING, S.STREAMING_TEXT),
     _row("tool_start", (S.CONNECTING, S.STREAMING_TEXT), S.STREAMING_TOOL),
@@ -121,20 +148,46 @@ TABLE: list[Row] = [
     _row("end", (S.STREAMING_TEXT, S.FINISHING), S.DONE),
     # An end with nothing in it: empty (transient), or keepalives only (streaming unsupported).
     # An end cut short of the finish reason is fed as an `error` (IncompleteStreamError).
-    *_decide("end", (S.CONNECTING,), ("fallback", "retry", "fail")),
+    *_decide("end", (S.CONNECTING,), ("fallback", "retry", "switch_spent", "switch_unsupported", "fail")),
     # WIRE-5 / RES-9: the client answered stream=True with a finished response.
     _row("finished_response", S.CONNECTING, S.FALLBACK, ["fallback_allowed"]),
     _row("finished_response", S.CONNECTING, S.FAILED),
     # Errors while an attempt is open.
-    *_decide("error", (S.CONNECTING,), ("fatal", "options", "fallback", "retry", "fail")),
-    *_decide("error", (S.STREAMING_TEXT,), ("fatal", "fallback", "retry", "stub", "fail")),
-    *_decide("error", (S.STREAMING_TOOL,), ("fatal", "fallback", "retry", "retry_mid_tool", "stub", "fail")),
+    *_decide(
+        "error",
+        (S.CONNECTING,),
+        (
+            "fatal",
+            "options",
+            "fallback",
+            "retry",
+            "switch_spent",
+            "switch_hint",
+            "switch_refused",
+            "switch_unsupported",
+            "fail",
+        ),
+    ),
+    *_decide(
+        "error",
+        (S.STREAMING_TEXT,),
+        ("fatal", "fallback", "retry", "switch_spent", "switch_unsupported", "stub", "fail"),
+    ),
+    *_decide(
+        "error",
+        (S.STREAMING_TOOL,),
+        ("fatal", "fallback", "retry", "retry_mid_tool", "switch_spent", "switch_mid_tool", "stub", "fail"),
+    ),
     # After the finish reason the answer is whole: a lost usage chunk or end marker is no failure.
     *_decide("error", (S.FINISHING,), ("fatal",)),
     _row("error", S.FINISHING, S.DONE),
     # WD-1: the watchdog fired; the driver aborts the attempt, then the stall (transient) is decided.
     _row("stale", LIVE, S.STALLED),
-    *_decide("closed", (S.STALLED,), ("finished", "retry", "retry_mid_tool", "stub", "fail")),
+    *_decide(
+        "closed",
+        (S.STALLED,),
+        ("finished", "retry", "retry_mid_tool", "switch_spent", "switch_mid_tool", "stub", "fail"),
+    ),
     # BO-2: between a failed attempt and the next one, the wait the policy decided (if any).
     _row("closed", S.RETRYING, S.WAITING, ["must_wait"]),
     _row("closed", S.RETRYING, S.CONNECTING),
@@ -142,11 +195,16 @@ TABLE: list[Row] = [
     _row("waited", S.WAITING, S.CONNECTING),
     _row("closed", S.STUBBING, S.DONE),
     # The non-streaming fallback: its answer is delivered, it fails, or it stalls (WD-3 counts it).
+    # A plain request that cannot be served there either leaves for the next route (RT-2).
     _row("fallback_done", S.FALLBACK, S.DONE),
+    _row("error", S.FALLBACK, S.FAILED, ["is_fatal"]),
+    _row("error", S.FALLBACK, S.SWITCHING, ["route_left", "is_transient"]),
+    _row("error", S.FALLBACK, S.SWITCHING, ["route_left", "route_refused"]),
     _row("error", S.FALLBACK, S.FAILED),
+    _row("stale", S.FALLBACK, S.SWITCHING, ["route_left"]),
     _row("stale", S.FALLBACK, S.FAILED),
     # CB-6: the caller's on_text raised on the library's own text (marker or warning).
-    _row("error", (S.RETRYING, S.STUBBING), S.FAILED),
+    _row("error", (S.RETRYING, S.STUBBING, S.SWITCHING), S.FAILED),
     # RES-11: an interrupt ends the request from any state after the start, never retried.
     _row("interrupt", tuple(state for state in NON_TERMINAL if state is not S.IDLE), S.FAILED),
 ]

@@ -43,6 +43,7 @@ from .events import (
     ReasoningDelta,
     RefusalDelta,
     ResponseMeta,
+    RouteLoaded,
     StaleTimeout,
     Start,
     StreamEnd,
@@ -57,7 +58,7 @@ from .machine import TRIGGERS, State, build_machine, guard_method
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
-__all__ = ["RECONNECT_MARKER", "RequestMachine", "dropped_tool_warning"]
+__all__ = ["RECONNECT_MARKER", "RequestMachine", "dropped_tool_warning", "switch_marker"]
 
 log = logging.getLogger("fsm_agent")
 
@@ -81,6 +82,11 @@ _ARGS_MAY_WAIT = frozenset(
 )
 
 RECONNECT_MARKER = "\n\n[connection lost mid tool-call; reconnecting…]\n\n"
+
+
+def switch_marker(route: str) -> str:
+    """RT-3: the line on_text gets when a request leaves a route mid tool-call."""
+    return f"\n\n[connection lost mid tool-call; switching to {route}…]\n\n"
 
 
 def dropped_tool_warning(names: list[str]) -> str:
@@ -109,7 +115,7 @@ def _event_summary(event: object) -> dict[str, Any]:
         summary["frames"], summary["keepalives"] = event.frames, event.keepalives
         if not event.complete:
             summary["complete"] = False
-    elif isinstance(event, ToolCallDelta | ToolCallEnd):
+    elif isinstance(event, ToolCallDelta | ToolCallEnd | RouteLoaded):
         summary["index"] = event.index
     return summary
 
@@ -139,6 +145,7 @@ class RequestMachine:
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
         self._raw: Any = None
         self.result: StreamResult | None = None
+        self._trigger = ""  # the trigger being fired (which row led into FAILED)
         build_machine(self)
 
     @property
@@ -317,6 +324,20 @@ class RequestMachine:
         self.ctx.stale_streak += 1
         return (act.Remember("stall"), *self._fire("stale", event, t))
 
+    def _route_loaded(self, event: RouteLoaded, t: float) -> tuple[Output, ...]:
+        # RT-2: the request goes on on the next route, from that endpoint's health (HL-1).
+        ctx = self.ctx
+        ctx.new_route(event.index)
+        ctx.stale_streak = event.stale_streak
+        ctx.streaming_disabled = event.streaming_disabled
+        ctx.stream_options_unsupported = event.stream_options_unsupported
+        ctx.cooldown_s = event.cooldown_s
+        ctx.breaker_probe = event.breaker_probe
+        ctx.breaker_retry_at = event.breaker_retry_at
+        ctx.hint_s = ctx.hint_source = None
+        ctx.wait_s, ctx.wait_source = (event.cooldown_s, "cooldown") if event.cooldown_s > 0 else (0.0, None)
+        return self._fire("route_ready", event, t)
+
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
         kind = ErrorKind.FATAL if event.from_callback else event.kind
         self._set_error(event.error, kind, event.hint, event.hint_source)
@@ -361,6 +382,7 @@ class RequestMachine:
         StaleTimeout: _stale,
         AttemptFailed: _failed,
         AttemptClosed: _closed,
+        RouteLoaded: _route_loaded,
         WaitOver: _waited,
         Interrupt: _interrupt,
         FallbackFinished: _fallback_finished,
@@ -377,6 +399,7 @@ class RequestMachine:
         ctx = self.ctx
         ctx.error = error
         ctx.error_kind = kind if kind is not None else classify(error)
+        ctx.error_status = status_of(error)
         if isinstance(error, ToolInputError) or is_parser_error(error):
             # PRV-A4: later attempts ask the server to buffer and validate tool arguments.
             ctx.buffer_tool_input = True
@@ -394,6 +417,7 @@ class RequestMachine:
     def _fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
         source = self.state
         self.guard_values = {}
+        self._trigger = trigger
         inputs = self.ctx.guard_inputs()
         try:
             moved = getattr(self, trigger)()
@@ -421,6 +445,7 @@ class RequestMachine:
             tools_in_flight=self.ctx.tools_in_flight,
             cause=_event_summary(event),
             inputs=inputs,
+            route=self.ctx.route_name,
         )
         self.records.append(record)
         if self._on_record is not None:
@@ -455,6 +480,8 @@ class RequestMachine:
             return self._enter_stubbing()
         if dest is S.FALLBACK:
             return self._enter_fallback(source)
+        if dest is S.SWITCHING:
+            return self._enter_switching(source)
         if dest is S.DONE:
             return self._enter_done(source)
         if dest is S.FAILED:
@@ -483,9 +510,9 @@ class RequestMachine:
 
     def _enter_waiting(self, source: State) -> tuple[Output, ...]:
         ctx = self.ctx
-        if source is S.IDLE:
+        if source is S.IDLE or source is S.SWITCHING:  # BO-6: the endpoint's cooldown, at a route's start
             why = "the endpoint is cooling down after a rate limit"
-            message = f"waiting {ctx.wait_s:.1f} s before attempt 1: {why}"
+            message = f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}"
         else:
             status = status_of(ctx.error) if ctx.error is not None else None
             why = f"HTTP {status}" if status is not None else type(ctx.error).__name__
@@ -514,10 +541,32 @@ class RequestMachine:
         out.append(act.CloseAttempt(then_feed_closed=True))
         return tuple(out)
 
+    def _enter_switching(self, source: State) -> tuple[Output, ...]:
+        ctx = self.ctx
+        following = ctx.route + 1
+        name = ctx.route_names[following]
+        out: list[Output] = []
+        if self._trigger in ("start", "route_ready"):  # RT-1: skipped without sending a request
+            if GUARDS["breaker_tripped"](ctx):
+                why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} stalled requests in a row)"
+            else:
+                why = f"{ctx.route_name} is cooling down for {ctx.cooldown_s:.1f} s, more than max_wait"
+        else:
+            if ctx.visible_chars and ctx.tools_in_flight:  # RT-3: say why text may repeat
+                out.append(act.DeliverText(switch_marker(name)))
+            status = f"HTTP {ctx.error_status}, " if ctx.error_status is not None else ""
+            why = f"{ctx.route_name} failed ({status}{type(ctx.error).__name__}: {ctx.error})"
+            if GUARDS["hint_too_long"](ctx):
+                why += f"; it asks to wait {ctx.hint_s:.1f} s, more than max_wait"
+            out.append(act.CloseAttempt(then_feed_closed=False))
+        out.insert(0 if not out else len(out) - 1, act.Status(f"switching to {name}: {why}"))
+        out.append(act.LoadRoute(following))
+        return tuple(out)
+
     def _enter_fallback(self, source: State) -> tuple[Output, ...]:
         ctx = self.ctx
         out: list[Output] = []
-        if source is not S.IDLE and source is not S.WAITING:
+        if source not in (S.IDLE, S.WAITING, S.SWITCHING):  # learned now, not read at the start
             ctx.streaming_disabled = True
             out.append(act.Remember("streaming_disabled"))
             out.append(act.Status(f"streaming unavailable ({ctx.error}); falling back to a plain request"))
@@ -532,6 +581,7 @@ class RequestMachine:
         if self._raw is not None:
             result.raw = self._raw
         result.records = self.records
+        result.route = self.ctx.route_name
         self.result = result
         self.ctx.stale_streak = 0
         return (act.CloseAttempt(then_feed_closed=False), act.Remember("success"), act.Finish(result))
@@ -539,7 +589,7 @@ class RequestMachine:
     def _enter_failed(self, source: State) -> tuple[Output, ...]:
         ctx = self.ctx
         error = ctx.error
-        if source is S.IDLE:  # the breaker row of `start`
+        if self._trigger in ("start", "route_ready"):  # the breaker rows (WD-3, RT-1)
             error = ProviderUnresponsiveError(
                 f"provider unresponsive: {ctx.stale_streak} consecutive stalled requests "
                 f"(stale_giveup={ctx.stale_giveup}); not connecting",

@@ -120,6 +120,7 @@ class StreamResult:
     raw: Any = None
     records: list[Any] = field(default_factory=list)
     extra_choices: list[Choice] = field(default_factory=list)
+    route: str | None = None  # RT-1: the name of the route that answered
 
     def __repr__(self) -> str:
         usage = self.usage
@@ -139,6 +140,7 @@ class StreamResult:
                 ("dropped_tools", str(len(self.dropped_tool_names)) if self.dropped_tool_names else None),
                 ("streamed", "False" if not self.streamed else None),
                 ("attempts", str(self.attempts)),
+                ("route", repr(self.route) if self.route else None),
                 ("records", str(len(self.records))),
             ],
         )

@@ -10,6 +10,7 @@ the endpoint of the session's latest request. The session never reads the wire i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import random
@@ -21,18 +22,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .backoff import Backoff
 from .drivers.aio_watchdog import LoopWatchdog
-from .drivers.common import Callbacks, ClientSource, check_client, is_async_client
+from .drivers.common import Callbacks, ClientSource
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
 from .endpoint import EndpointLink, HealthSettings, StartFacts, endpoint_key
+from .events import RouteLoaded
 from .guards import RequestContext
 from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
 from .logs import log_record
-from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
-from .redact import remember_client_secrets
 from .request import RequestMachine
 from .result import StreamResult
+from .routes import PreparedRoute, Route, is_route_list, prepare_one, prepare_routes
 from .timeouts import resolve_retries, resolve_stale_giveup, resolve_stale_timeout
 from .trace.records import TransitionRecord
 from .trace.sinks import EventRecorder, SinkTap, resolve_sink, write_request_header
@@ -63,6 +64,7 @@ class RequestPlan:
     link: EndpointLink
     api: str
     model: str | None
+    routes: list[PreparedRoute]  # RT-1: the first is the one `source`, `adapter`, `params`, `link` belong to
     telemetry: RequestTelemetry | None = None  # OT-1: this request's spans and metrics
 
 
@@ -202,7 +204,7 @@ class Session:
     def stream(
         self,
         client_or_factory: Any,
-        params: dict[str, Any],
+        params: dict[str, Any] | None = None,
         api: str | None = None,
         on_text: Callable[[str], Any] | None = None,
         on_reasoning: Callable[[str], Any] | None = None,
@@ -221,9 +223,10 @@ class Session:
             client_or_factory: An SDK client (`openai.OpenAI`, `anthropic.Anthropic`, a boto3
                 `bedrock-runtime` client; never closed by fsm_agent), or a zero-argument callable
                 returning a fresh one for each attempt (closed after it). Async clients go to
-                `astream()`.
+                `astream()`. Or a list of `Route`s (RT-1), each with its own client, params and
+                api: the request goes on on the next route when one cannot serve it (RT-2, RT-3).
             params: The SDK call's keyword arguments (`model`, `messages`, `tools`, ...), as a
-                dict; copied, never changed.
+                dict; copied, never changed. None with a list of routes (each has its own).
             api: `"chat_completions"`, `"responses"`, `"anthropic_messages"` or
                 `"bedrock_converse"` (and `"gemini_generate_content"` where supported); None infers
                 it from the client (an OpenAI client with `input` and no `messages` speaks
@@ -260,9 +263,7 @@ class Session:
         # interrupt issued while the request is prepared is honoured before anything is sent.
         watchdog = Watchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):
-            plan = self._plan(
-                ClientSource(client_or_factory), params, api, watch_tool_args=on_tool_args is not None
-            )
+            plan = self._plan(client_or_factory, params, api, watch_tool_args=on_tool_args is not None)
             watchdog.stale_timeout = plan.stale_timeout
             self._begin(plan, plan.link.begin())
             driver = SyncDriver(
@@ -276,6 +277,8 @@ class Session:
                 watchdog=watchdog,
                 health=plan.link,
                 max_bytes=self.max_bytes,
+                routes=plan.routes,
+                load_route=lambda index: self._load_route(plan, index),
             )
             try:
                 if plan.telemetry is None:
@@ -285,15 +288,19 @@ class Session:
                         result = driver.run()
                         observer.succeeded(result)
             except BaseException as exc:
-                plan.link.finish(exc)
+                for route in plan.routes:  # a probe a route still holds is settled (BO-7)
+                    if route.link is not None:
+                        route.link.finish(exc)
                 raise
-            plan.link.finish(None)
+            for route in plan.routes:
+                if route.link is not None:
+                    route.link.finish(None)
             return result
 
     async def astream(
         self,
         client_or_factory: Any,
-        params: dict[str, Any],
+        params: dict[str, Any] | None = None,
         api: str | None = None,
         on_text: Callable[[str], Any] | None = None,
         on_reasoning: Callable[[str], Any] | None = None,
@@ -313,7 +320,7 @@ class Session:
 
         Args:
             client_or_factory: An SDK client, async or sync, or a zero-argument callable
-                returning one (see `stream()`).
+                returning one, or a list of `Route`s (see `stream()`).
             params: The SDK call's keyword arguments, as a dict.
             api: As for `stream()`.
             on_text: `on_text(text: str)`, called with each delta of the answer's text, in order,
@@ -343,29 +350,35 @@ class Session:
         """
         watchdog = LoopWatchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):  # SEC-8: before any planning work
-            from .drivers.aio import make_client, run_async
+            from .drivers.aio import run_async
 
-            source = ClientSource(client_or_factory)
-            if source.factory is not None:
-                source.adopt(await make_client(source.factory))
+            target = await _clients_off_the_loop(client_or_factory)
             plan = self._plan(
-                source, params, api, in_async=True, watch_tool_args=on_tool_args is not None
+                target, params, api, in_async=True, watch_tool_args=on_tool_args is not None
             )
             watchdog.stale_timeout = plan.stale_timeout
             self._begin(plan, await plan.link.abegin())
             callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
+
+            async def load_route(index: int) -> RouteLoaded:
+                return await self._aload_route(plan, index)
+
             try:
                 if plan.telemetry is None:
-                    result: StreamResult = await run_async(self, plan, callbacks, watchdog)
+                    result: StreamResult = await run_async(self, plan, callbacks, watchdog, load_route)
                 else:
                     # Entered in the caller's task: the request span is a child of the caller's span.
                     with plan.telemetry as observer:
-                        result = await run_async(self, plan, callbacks, watchdog)
+                        result = await run_async(self, plan, callbacks, watchdog, load_route)
                         observer.succeeded(result)
             except BaseException as exc:
-                await plan.link.afinish(exc)
+                for route in plan.routes:  # a probe a route still holds is settled (BO-7)
+                    if route.link is not None:
+                        await route.link.afinish(exc)
                 raise
-            await plan.link.afinish(None)
+            for route in plan.routes:
+                if route.link is not None:
+                    await route.link.afinish(None)
             return result
 
     def interrupt(self) -> None:
@@ -382,46 +395,45 @@ class Session:
     # -- internals -------------------------------------------------------------------------------
     def _plan(
         self,
-        source: ClientSource,
-        params: dict[str, Any],
+        target: Any,
+        params: dict[str, Any] | None,
         api: str | None,
         *,
         in_async: bool = False,
         watch_tool_args: bool = False,
     ) -> RequestPlan:
-        if not isinstance(params, dict):
-            raise TypeError(
-                "params must be a dict of the SDK's request keyword arguments "
-                f"(model, messages, ...), not {type(params).__name__}"
+        if is_route_list(target):
+            if params is not None or api is not None:
+                raise TypeError("with a list of routes, params and api belong to each fsm_agent.Route")
+            routes = prepare_routes(target, self.stale_timeout_for, in_async=in_async)
+        else:
+            routes = [prepare_one(target, params, api, self.stale_timeout_for, in_async=in_async)]
+        first = routes[0]
+        observer = self._observe(first.source, first.api, first.model, first.params)
+        machine = self._new_machine(tuple(route.name for route in routes), observer, watch_tool_args)
+        for route in routes:  # HL-1: each route's endpoint has a health of its own
+            settings = HealthSettings(
+                stale_giveup=self.stale_giveup,
+                breaker_cooldown=self.breaker_cooldown,
+                # a probe whose process died frees the half-open slot after the longest a request lasts
+                probe_lease=route.stale_timeout * (self.retries + 1) + self.backoff.max_wait * self.retries,
             )
-        try:
-            check_client(source.peek(), in_async=in_async, api_given=api is not None)
-        except TypeError:
-            # A sync client a factory made for this call is closed; an async one was never used
-            # (nothing opened) and cannot be closed without an event loop: it is only dropped.
-            if not is_async_client(source.peek()):
-                source.release()
-            raise
-        client = source.peek()
-        remember_client_secrets(client)  # SEC-9: read once from the client, kept only in memory
-        api_name = api or infer_api(client, params)
-        adapter = adapter_for(api_name)
-        model = adapter.model_of(params)
-        observer = self._observe(source, api_name, model, params)
-        machine = self._new_machine(observer, watch_tool_args)
-        stale_timeout = self.stale_timeout_for(model)
-        key = endpoint_key(api_name, client, model)
-        settings = HealthSettings(
-            stale_giveup=self.stale_giveup,
-            breaker_cooldown=self.breaker_cooldown,
-            # a probe whose process died frees the half-open slot after the longest a request lasts
-            probe_lease=stale_timeout * (self.retries + 1) + self.backoff.max_wait * self.retries,
-        )
-        link = EndpointLink(self.health, key, settings, machine.request_id)
+            key = endpoint_key(route.api, route.source.peek(), route.model)
+            route.link = EndpointLink(self.health, key, settings, machine.request_id)
+        assert first.link is not None
         with self._lock:
-            self._latest = key
+            self._latest = first.link.key
         return RequestPlan(
-            source, adapter, dict(params), machine, stale_timeout, link, api_name, model, observer
+            first.source,
+            first.adapter,
+            first.params,
+            machine,
+            first.stale_timeout,
+            first.link,
+            first.api,
+            first.model,
+            routes,
+            observer,
         )
 
     def _begin(self, plan: RequestPlan, facts: StartFacts) -> None:
@@ -441,9 +453,25 @@ class Session:
                     api=plan.api,
                     model=plan.model,
                     stale_timeout=plan.stale_timeout,
+                    routes=[route.header() for route in plan.routes],
                 )
             except Exception:  # SEC-6: a failing sink never changes the outcome
                 log.warning("the trace sink failed writing a request header", exc_info=True)
+
+    def _load_route(self, plan: RequestPlan, index: int) -> RouteLoaded:
+        """RT-2: the health route `index` continues from (HL-1), read when the request switches."""
+        link = plan.routes[index].link
+        assert link is not None
+        with self._lock:
+            self._latest = link.key
+        return _loaded(index, link.begin())
+
+    async def _aload_route(self, plan: RequestPlan, index: int) -> RouteLoaded:
+        link = plan.routes[index].link
+        assert link is not None
+        with self._lock:
+            self._latest = link.key
+        return _loaded(index, await link.abegin())
 
     @contextlib.contextmanager
     def _in_flight_as(self, handle: Interruptible) -> Iterator[None]:
@@ -469,10 +497,14 @@ class Session:
         return self._telemetry.request(api=api, model=model, params=params, client=client)
 
     def _new_machine(
-        self, observer: RequestTelemetry | None = None, watch_tool_args: bool = False
+        self,
+        route_names: tuple[str, ...],
+        observer: RequestTelemetry | None = None,
+        watch_tool_args: bool = False,
     ) -> RequestMachine:
         backoff = self.backoff
         ctx = RequestContext(
+            route_names=route_names,
             retries=self.retries,
             unsupported=self.unsupported,
             stale_giveup=self.stale_giveup,
@@ -521,3 +553,36 @@ def _open_telemetry(enabled: bool, content: bool | None) -> Telemetry | None:
     except ImportError:
         return None
     return Telemetry(content)
+
+
+def _loaded(index: int, facts: StartFacts) -> RouteLoaded:
+    return RouteLoaded(
+        index,
+        stale_streak=facts.stale_streak,
+        streaming_disabled=facts.streaming_disabled,
+        stream_options_unsupported=facts.stream_options_unsupported,
+        cooldown_s=facts.cooldown_s,
+        breaker_probe=facts.breaker_probe,
+        breaker_retry_at=facts.breaker_retry_at,
+    )
+
+
+async def _clients_off_the_loop(target: Any) -> Any:
+    """The caller's client, factory or routes, with each factory's first client made without
+    blocking the loop (a coroutine function awaited, a plain one in a worker thread)."""
+    from .drivers.aio import make_client
+
+    async def source_of(client_or_factory: Any) -> ClientSource:
+        source = ClientSource(client_or_factory)
+        if source.factory is not None:
+            source.adopt(await make_client(source.factory))
+        return source
+
+    if not is_route_list(target):
+        return await source_of(target)
+    return [
+        dataclasses.replace(route, client_or_factory=await source_of(route.client_or_factory))
+        if isinstance(route, Route)
+        else route
+        for route in target
+    ]

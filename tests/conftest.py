@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-pytest_plugins = ["fsm_agent.testing.pytest_plugin", "pytester"]
+pytest_plugins = ["fsm_agent.testing.pytest_plugin", "pytester", "redis_server"]

@@ -28,6 +28,7 @@ from fsm_agent.events import (
     Interrupt,
     ReasoningDelta,
     RefusalDelta,
+    RouteLoaded,
     StaleTimeout,
     Start,
     StreamEnd,
@@ -447,7 +448,7 @@ def _wire_event(rng: random.Random, first: bool) -> object:
     if choice == 4:
         hint = rng.choice([None, None, 0.5, 100.0])  # BO-2/BO-3: a hint, sometimes past max_wait
         return AttemptFailed(
-            RuntimeError("x"), kind=rng.choice(_KINDS), hint=hint, hint_source="retry-after" if hint else None
+            _error(rng), kind=rng.choice(_KINDS), hint=hint, hint_source="retry-after" if hint else None
         )
     if choice == 5:
         return StaleTimeout(1.0)
@@ -460,6 +461,18 @@ def _wire_event(rng: random.Random, first: bool) -> object:
     return ReasoningDelta("r")
 
 
+class _StatusError(Exception):
+    """An SDK-like error carrying an HTTP status (RT-2 decides on 401/403/404)."""
+
+    def __init__(self, status_code: int) -> None:
+        super().__init__(f"HTTP {status_code}")
+        self.status_code = status_code
+
+
+def _error(rng: random.Random) -> Exception:
+    return rng.choice([RuntimeError("x"), _StatusError(rng.choice([400, 401, 404, 503]))])
+
+
 def _drive(rng: random.Random) -> RequestMachine:
     """Feed one random request the way a driver would: wire events while an attempt is open, the
     driver's own events after its actions. Every sequence must end in a terminal state (FSM-6)."""
@@ -469,6 +482,7 @@ def _drive(rng: random.Random) -> RequestMachine:
         stale_giveup=rng.choice([0, 1, 5]),
         stale_streak=rng.choice([0, 1, 5]),
         streaming_disabled=rng.random() < 0.2,
+        route_names=("a", "b", "c")[: rng.randrange(1, 4)],
         backoff_base=rng.choice([0.0, 0.5]),
         cooldown_s=rng.choice([0.0, 0.0, 1.0, 100.0]),
         breaker_probe=rng.random() < 0.3,
@@ -484,6 +498,15 @@ def _drive(rng: random.Random) -> RequestMachine:
                 # The driver feeds an interrupt noticed between actions instead (RES-11).
                 closed = Interrupt() if rng.random() < 0.1 else AttemptClosed()
                 pending.extend(m.feed(closed, 0.0))
+            elif isinstance(action, act.LoadRoute):  # the next route's health, or an interrupt meanwhile
+                loaded = RouteLoaded(
+                    action.index,
+                    stale_streak=rng.choice([0, 5]),
+                    streaming_disabled=rng.random() < 0.2,
+                    cooldown_s=rng.choice([0.0, 0.0, 1.0, 100.0]),
+                    breaker_probe=rng.random() < 0.3,
+                )
+                pending.extend(m.feed(Interrupt() if rng.random() < 0.1 else loaded, 0.0))
             elif isinstance(action, act.Wait):  # BO-4: the wait ends, or an interrupt cuts it
                 pending.extend(m.feed(Interrupt() if rng.random() < 0.1 else WaitOver(), 0.0))
             elif isinstance(action, act.DeliverText) and rng.random() < 0.2:  # on_text raises
@@ -493,7 +516,7 @@ def _drive(rng: random.Random) -> RequestMachine:
                     [
                         FallbackFinished((TextDelta("ok"), FinishReason("stop")), None),
                         FallbackFinished((TextDelta("ok"),), None),
-                        AttemptFailed(RuntimeError("x"), kind=rng.choice(_KINDS)),
+                        AttemptFailed(_error(rng), kind=rng.choice(_KINDS)),
                         StaleTimeout(1.0),
                         Interrupt(),
                     ]

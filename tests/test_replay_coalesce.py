@@ -108,6 +108,7 @@ def rerecord(found: RequestTrace) -> MemorySink:
         stale_streak=chosen["stale_streak"],
         streaming_disabled=chosen["streaming_disabled"],
         stream_options_unsupported=chosen["stream_options_unsupported"],
+        route_names=chosen["route_names"],
     )
     machine = RequestMachine(
         context, request_id=found.request_id, on_record=sink.write_record, on_event=recorder

@@ -19,6 +19,7 @@ __all__ = [
     "non_negative_int",
     "non_negative_seconds",
     "port_number",
+    "positive_int",
     "positive_seconds",
 ]
 
@@ -72,6 +73,17 @@ def non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, not {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, not {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, not {text!r}")
     return value
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "API_KEY_VARIABLES",
+    "EMULATOR_FALLBACK_MODELS",
     "EMULATOR_MODELS",
     "SetupError",
     "build_params",
@@ -24,6 +25,7 @@ __all__ = [
     "close_client",
     "emulator_client",
     "load_tools",
+    "parse_fallback",
     "provider_client",
 ]
 
@@ -49,6 +51,13 @@ EMULATOR_MODELS = {
     "anthropic_messages": "claude-emulator-1",
     "bedrock_converse": "anthropic.claude-emulator-v1:0",
     "gemini_generate_content": "gemini-emulator-1",
+}
+# The model a fallback route asks the emulator for (RT-1), so that its route has a name of its own.
+EMULATOR_FALLBACK_MODELS = {
+    "chat_completions": "emulator-2",
+    "responses": "emulator-2",
+    "anthropic_messages": "claude-emulator-2",
+    "bedrock_converse": "anthropic.claude-emulator-v2:0",
 }
 _EMULATOR_REGION = "us-east-1"
 
@@ -78,6 +87,20 @@ def check_adapter(api: str) -> None:
         raise SetupError(f"--api {api} is not available here: {exc}") from None
     except ValueError as exc:
         raise SetupError(str(exc)) from None
+
+
+def parse_fallback(text: str) -> tuple[str, str]:
+    """`--fallback API:MODEL` as (api, model); a model may hold colons itself (Bedrock ids)."""
+    from ..providers import APIS
+
+    api, sep, model = text.partition(":")
+    if not sep or not model.strip():
+        raise SetupError(
+            f"--fallback {text!r}: expected API:MODEL, e.g. anthropic_messages:claude-sonnet-4-5"
+        )
+    if api not in APIS:
+        raise SetupError(f"--fallback {text!r}: unknown api {api!r}; expected one of {', '.join(APIS)}")
+    return api, model.strip()
 
 
 # -- clients ---------------------------------------------------------------------------------------------

@@ -12,9 +12,18 @@ import argparse
 import sys
 
 from ..providers import APIS
+from ..routes import Route
 from ..testing.registry import DEFAULT_DEMO, DEMO_PROMPT, DEMO_TOOLS, DEMOS, Demo, get_demo
 from .args import non_negative_seconds, positive_seconds
-from .clients import EMULATOR_MODELS, SetupError, build_params, check_adapter, close_client, emulator_client
+from .clients import (
+    EMULATOR_FALLBACK_MODELS,
+    EMULATOR_MODELS,
+    SetupError,
+    build_params,
+    check_adapter,
+    close_client,
+    emulator_client,
+)
 from .runner import RequestSpec, new_trace_path, run_request
 
 __all__ = ["add_arguments", "base_url_of", "list_demos", "run"]
@@ -93,16 +102,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _play(demo: Demo, args: argparse.Namespace) -> int:
+    import contextlib
+
     from ..testing import Emulator
 
     api: str = args.api
     trace_path = args.trace or new_trace_path("demo")
     model = EMULATOR_MODELS[api]
     stale_timeout = args.stale_timeout if args.stale_timeout is not None else demo.stale_timeout
-    with Emulator(frame_delay=args.frame_delay) as emulator:
+    with contextlib.ExitStack() as stack:
+        emulator = stack.enter_context(Emulator(frame_delay=args.frame_delay))
         emulator.script(*demo.script)
         try:
             client = emulator_client(api, emulator)
+            stack.callback(close_client, client)
+            fallbacks: list[Route] = []
+            if demo.fallback:  # RT-1: a second emulator serves the fallback route
+                backup = stack.enter_context(Emulator(frame_delay=args.frame_delay))
+                backup.script(*demo.fallback)
+                backup_client = emulator_client(api, backup)
+                stack.callback(close_client, backup_client)
+                backup_model = EMULATOR_FALLBACK_MODELS[api]
+                params = build_params(api, backup_model, DEMO_PROMPT, tools=DEMO_TOOLS)
+                fallbacks.append(Route(backup_client, params, api))
         except SetupError as exc:
             print(f"fsm-agent demo: {exc}", file=sys.stderr)
             return 2
@@ -111,8 +133,10 @@ def _play(demo: Demo, args: argparse.Namespace) -> int:
             demo.description,
             f"{api} · {base_url_of(api, emulator)} · model {model}"
             + (f" · stale timeout {stale_timeout:g} s" if stale_timeout is not None else ""),
-            f"› {DEMO_PROMPT}",
         ]
+        if fallbacks:
+            header.append(f"fallback route · model {EMULATOR_FALLBACK_MODELS[api]}")
+        header.append(f"› {DEMO_PROMPT}")
         spec = RequestSpec(
             client=client,
             params=build_params(api, model, DEMO_PROMPT, tools=DEMO_TOOLS),
@@ -123,8 +147,6 @@ def _play(demo: Demo, args: argparse.Namespace) -> int:
             stale_timeout=stale_timeout,
             interrupt_after=demo.interrupt_after,
             no_color=args.no_color,
+            fallbacks=fallbacks,
         )
-        try:
-            return run_request(spec)
-        finally:
-            close_client(client)
+        return run_request(spec)

@@ -238,6 +238,8 @@ class PlainView:
         if change.finishing:
             for tool in self.progress.tools:
                 self._tool_complete(tool)
+        if change.route_changed:
+            self._line(f"[route] now on {self.progress.route}")
         self._line(f"[state] {change.record.dest}  (attempt {change.attempt}, {change.record.t:.2f} s)")
 
     def wire_tool(self, event: ToolCallDelta | ToolCallEnd) -> None:

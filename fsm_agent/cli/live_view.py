@@ -119,6 +119,9 @@ class LiveView:
         bar.append("  │  ", "dim")
         bar.append(f"attempt {p.attempt}/{p.max_attempts}")
         bar.append("  │  ", "dim")
+        if p.routes > 1 and p.route is not None:  # RT-1: which route the request is on
+            bar.append(f"route {p.route}", "bold")
+            bar.append("  │  ", "dim")
         bar.append(f"{p.elapsed():.1f} s")
         trail = _trail(p.path[1:], self.console.width - bar.cell_len - 5)
         if trail:
@@ -223,12 +226,15 @@ class LiveView:
         self._refresh()  # draw every state, even one the machine leaves at once (retrying)
 
     def _show_change(self, change: Change) -> None:
-        if not change.attempt_ended:
-            return
-        self._close_reasoning()
-        self._break_line()
-        for tool in change.cut_tools:
-            self._print(Text(f"✗ {cut_message(tool)}", style=WARNING))
+        if change.attempt_ended:
+            self._close_reasoning()
+            self._break_line()
+            for tool in change.cut_tools:
+                self._print(Text(f"✗ {cut_message(tool)}", style=WARNING))
+        if change.route_changed:  # RT-2: say where the request goes on
+            self._close_reasoning()
+            self._break_line()
+            self._print(Text(f"↪ now on route {self.progress.route}", style=WARNING))
 
     def wire_tool(self, event: ToolCallDelta | ToolCallEnd) -> None:
         if type(event) is ToolCallEnd:

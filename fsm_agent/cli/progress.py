@@ -49,6 +49,7 @@ class Change:
     attempt_ended: bool  # an open attempt ended without finishing (cut, stalled, interrupted...)
     finishing: bool  # the provider said it finished: every tool call's arguments are complete
     cut_tools: tuple[ToolProgress, ...] = ()  # tool calls in flight when the attempt ended
+    route_changed: bool = False  # RT-2: the request went on on another route (`Progress.route`)
 
 
 class Progress:
@@ -67,6 +68,8 @@ class Progress:
         self.state = "idle"
         self.attempt = 0
         self.path: tuple[str, ...] = ("idle",)
+        self.routes = 1  # how many routes the request has (RT-1); the bar names the route when > 1
+        self.route: str | None = None
         self.text_chars = 0
         self.reasoning_chars = 0
         self.tools: list[ToolProgress] = []
@@ -154,7 +157,10 @@ class Progress:
     # -- transitions -------------------------------------------------------------------------------
     def transition(self, record: TransitionRecord) -> Change | None:
         """Apply a transition record; None for one that does not change the state."""
-        if record.source == record.dest:
+        route_changed = self.route is not None and record.route is not None and record.route != self.route
+        if record.route is not None:
+            self.route = record.route
+        if record.source == record.dest and not route_changed:
             return None
         dest = record.dest
         new_attempt = dest == "connecting"
@@ -181,7 +187,7 @@ class Progress:
         self.state = dest
         self.attempt = attempt
         self.path = (*self.path, dest)
-        return Change(record, attempt, new_attempt, ended, finishing, cut)
+        return Change(record, attempt, new_attempt, ended, finishing, cut, route_changed)
 
 
 class RecordObserver(Protocol):
@@ -254,6 +260,7 @@ class Summary:
     elapsed: float
     trace_path: str | None
     dropped_tools: list[str] = field(default_factory=list)
+    route: str | None = None  # RT-1: the route that answered, when there were several
 
     @property
     def exit_code(self) -> int:
@@ -274,6 +281,7 @@ class Summary:
             ("time to first token", ttft),
             ("output tokens", tokens),
             ("attempts", str(self.attempts)),
+            *([("route", self.route)] if self.route else []),
             ("elapsed", f"{self.elapsed:.2f} s"),
         ]
         if self.dropped_tools:
@@ -332,4 +340,5 @@ def summarize(
         elapsed=progress.elapsed(),
         trace_path=trace_path,
         dropped_tools=list(result.dropped_tool_names) if result is not None else [],
+        route=(result.route if result is not None else progress.route) if progress.routes > 1 else None,
     )

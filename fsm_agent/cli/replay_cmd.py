@@ -1,10 +1,11 @@
 """`fsm-agent replay FILE`: replay a trace offline and print its timeline (TR-3, TR-4).
 
 One line per transition: time, attempt, source -> dest, trigger, the delivered text so far and the
-guards that decided it; then how the request ended. `--retries`, `--stale-timeout`, `--unsupported`
-and `--stale-giveup` replay it under other settings and show where it would diverge and how it
-would have ended. Exit status: 0 when every step matched, 1 on a mismatch (or a divergence under
-other settings), 2 when the trace cannot be read. Needs no network and no provider SDK.
+guards that decided it, and — for a request over several routes (RT-1) — the route of each step;
+then how the request ended. `--retries`, `--stale-timeout`, `--unsupported`, `--stale-giveup` and
+`--routes N` (only the first N routes) replay it under other settings and show where it would
+diverge and how it would have ended. Exit status: 0 when every step matched, 1 on a mismatch (or a
+divergence under other settings), 2 when the trace cannot be read. Needs no network and no provider SDK.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from typing import Any
 
 from ..trace.timeline import format_report, safe_text
-from .args import non_negative_int, non_negative_seconds, positive_seconds
+from .args import non_negative_int, non_negative_seconds, positive_int, positive_seconds
 
 __all__ = ["add_arguments", "format_report", "run", "safe_text"]
 
@@ -38,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-wait", type=non_negative_seconds, default=None, help="what if Backoff(max_wait=S)"
     )
+    parser.add_argument(
+        "--routes", type=positive_int, default=None, help="what if only the first N routes had been given"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         "backoff_base": args.backoff_base,
         "backoff_cap": args.backoff_cap,
         "max_wait": args.max_wait,
+        "routes": args.routes,
     }
     try:
         report = replay(args.file, request_id=args.request, **settings)

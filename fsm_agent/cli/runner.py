@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from ..result import StreamResult
+from ..routes import Route
 from ..session import Session
 from ..trace.sinks import JsonlSink
 from .display import View, make_view
@@ -41,6 +42,7 @@ class RequestSpec:
     stale_timeout: float | None = None
     interrupt_after: float | None = None  # the interrupt demo interrupts itself
     no_color: bool = False
+    fallbacks: Sequence[Route] = ()  # RT-1: routes tried after this one (--fallback, provider-down)
 
 
 class _Interrupter:
@@ -114,7 +116,8 @@ def run_request(spec: RequestSpec, out: TextIO | None = None) -> int:
     error: BaseException | None = None
     try:
         session = Session(retries=spec.retries, stale_timeout=spec.stale_timeout, trace=sink)
-        progress.max_attempts = session.retries + 1
+        progress.routes = 1 + len(spec.fallbacks)
+        progress.max_attempts = (session.retries + 1) * progress.routes
         view.begin(spec.header)
         with _Interrupter(session, spec.interrupt_after) as interrupter:
             progress.start()
@@ -155,6 +158,15 @@ def _detach(out: TextIO) -> None:
 
 
 def _stream(session: Session, spec: RequestSpec, view: View, interrupt: threading.Event) -> StreamResult:
+    callbacks: dict[str, Any] = {
+        "on_text": view.text,
+        "on_reasoning": view.reasoning,
+        "on_tool_call": view.tool_call,
+        "on_status": view.status,
+        "interrupt": interrupt,
+    }
+    if spec.fallbacks:
+        return session.stream([Route(spec.client, spec.params, spec.api), *spec.fallbacks], **callbacks)
     return session.stream(
         spec.client,
         spec.params,

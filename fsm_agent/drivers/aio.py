@@ -17,13 +17,13 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from .. import actions as act
 from ..errors import MachineError
-from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt
+from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt, RouteLoaded
 from ..providers.base import AsyncAttempt
 from ..result import StreamResult
 from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
@@ -60,6 +60,7 @@ async def run_async(
     plan: RequestPlan,
     callbacks: tuple[Callable[..., Any] | None, ...],
     watchdog: LoopWatchdog,
+    load_route: Callable[[int], Awaitable[RouteLoaded]],
 ) -> StreamResult:
     driver = AsyncDriver(
         machine=plan.machine,
@@ -70,6 +71,8 @@ async def run_async(
         watchdog=watchdog,
         health=plan.link,
         max_bytes=session.max_bytes,
+        routes=plan.routes,
+        load_route=load_route,
     )
     return await driver.run()
 
@@ -91,6 +94,9 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         finally:
             self.watchdog.stop()
             await self._close_attempt()
+            for source in self._unused_routes():
+                with contextlib.suppress(Exception):
+                    await source.arelease()
 
     async def _loop(self) -> StreamResult:
         steps = self._steps()
@@ -114,6 +120,8 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return await self._run_fallback(action.response)
         if kind is act.Raise:
             raise action.error
+        if kind is act.LoadRoute:
+            return await self._load_route(action.index)
         if kind is act.Status:
             await self.delivery.status(action.message)
             return ()
@@ -124,6 +132,12 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return ()
         return await self._deliver(action)
 
+    async def _load_route(self, index: int) -> Decided:
+        """RT-2: go on on route `index`, from its endpoint's health."""
+        assert self.load_route is not None
+        self._use_route(index)
+        loaded = await self.load_route(index)
+        return self._feed_control(loaded)
     async def _wait(self, seconds: float) -> Decided:
         """BO-4: a loop timer, inside a window only an interrupt can cut (no stall timer: the wait
         is not silence of the provider). The caller's cancellation propagates."""

@@ -2,8 +2,8 @@
 
 `DriverCore` walks the machine's actions in order (`_steps`) and yields only those needing I/O —
 open an attempt, close it, deliver to the caller, run the fallback, report a status, wait before the
-next attempt (BO-2), write the endpoint's health (HL-1) — for the driver
-to perform, blocking or awaiting; everything else is here, once: an interrupt noticed between
+next attempt (BO-2), write the endpoint's health (HL-1), switch to another route (RT-2) — for the
+driver to perform, blocking or awaiting; everything else is here, once: an interrupt noticed between
 actions wins over the next one, a content callback's error voids the rest of the old decision
 (CB-6), whatever ended an attempt becomes the one right event (`common.failure_event`), and a stream
 the watchdog aborted ends as what the watchdog fired for, not as what the reader saw. So each driver
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Generator
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import actions as act
 from ..endpoint import EndpointLink
@@ -28,9 +28,14 @@ from ..wire.pipeline import JsonBodyPipeline, Translator, WirePipeline
 from ..wire.shapes import guarded
 from .common import CallbackError, Callbacks, ClientSource, failure_event
 
+if TYPE_CHECKING:
+    from ..routes import PreparedRoute
+
 __all__ = ["Decided", "DriverCore", "WatchdogState"]
 
 Decided = tuple[Any, ...]  # what the machine returned: actions, and wire events to deliver
+# Actions that wait on the world: an interrupt noticed before one of them wins over it (RES-11).
+_IO_BOUND = (act.OpenAttempt, act.RunFallback, act.Wait, act.LoadRoute)
 
 
 
@@ -61,6 +66,8 @@ class DriverCore(Generic[W]):
         watchdog: W,
         health: EndpointLink,
         max_bytes: int,
+        routes: Sequence[PreparedRoute] = (),
+        load_route: Callable[[int], Any] | None = None,
     ) -> None:
         self.machine = machine
         self.source = source
@@ -70,7 +77,22 @@ class DriverCore(Generic[W]):
         self.watchdog = watchdog
         self.health = health
         self.max_bytes = max_bytes
+        self.routes = routes  # RT-1: the request's routes; `source`/`adapter`/`params` are the current one's
+        self.load_route = load_route  # reads a route's endpoint health: a RouteLoaded (awaitable in async)
         self._t0 = time.monotonic()
+
+    def _use_route(self, index: int) -> None:
+        """RT-2: later attempts go to route `index` (its client, API, params and stale timeout)."""
+        route = self.routes[index]
+        self.source, self.adapter, self.params = route.source, route.adapter, route.params
+        self.watchdog.stale_timeout = route.stale_timeout
+        if route.link is not None:  # HL-1: the route's endpoint has a health of its own
+            self.health = route.link
+
+    def _unused_routes(self) -> list[Any]:
+        """Sources of the routes other than the current one (a factory's client made to infer an API
+        is closed with the request)."""
+        return [route.source for route in self.routes if route.source is not self.source]
 
     def _now(self) -> float:
         return time.monotonic() - self._t0
@@ -84,7 +106,8 @@ class DriverCore(Generic[W]):
         decided meanwhile (or nothing). Returns the result; raises what the machine raises.
 
         The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `Status`, `Wait` (it
-        answers with `waited()`), `Remember` (it writes the endpoint's health), and the deltas to
+        answers with `waited()`), `Remember` (it writes the endpoint's health), `LoadRoute` (it
+        switches to a route and answers with its health), and the deltas to
         deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
         `TextDelta`). A delivery's decision (a content callback raised) replaces what was left.
         """
@@ -103,7 +126,7 @@ class DriverCore(Generic[W]):
             if kind is act.Remember:
                 yield action  # a store may need I/O (RedisHealth); nothing is decided meanwhile
                 continue
-            io_bound = kind is act.OpenAttempt or kind is act.RunFallback or kind is act.Wait
+            io_bound = kind in _IO_BOUND
             if kind is not act.CloseAttempt and self.watchdog.interrupted and not self.machine.finished:
                 # Noticed before an action: it wins, and the rest of the old decision is void (SEC-8).
                 pending.clear()

@@ -37,6 +37,8 @@ class SyncDriver(DriverCore[Watchdog]):
         finally:
             try:
                 self._close_attempt()
+                for source in self._unused_routes():
+                    source.release()
             finally:
                 self.watchdog.stop()
 
@@ -62,6 +64,8 @@ class SyncDriver(DriverCore[Watchdog]):
             return self._run_fallback(action.response)
         if kind is act.Raise:
             raise action.error
+        if kind is act.LoadRoute:
+            return self._load_route(action.index)
         if kind is act.Status:
             self.cb.status(action.message)
             return ()
@@ -74,6 +78,12 @@ class SyncDriver(DriverCore[Watchdog]):
             self.health.remember(action)
             return ()
         return self._deliver(action)
+
+    def _load_route(self, index: int) -> Decided:
+        """RT-2: go on on route `index`, from its endpoint's health."""
+        assert self.load_route is not None
+        self._use_route(index)
+        return self._feed_control(self.load_route(index))
 
     # -- one attempt ---------------------------------------------------------------------------------
     def _run_attempt(self, plan: act.OpenAttempt) -> Decided:

@@ -107,6 +107,8 @@ class Demo:
     ``script`` is served one scenario per request (attempt). ``stale_timeout`` is the session's
     stale timeout for this demo (None: the library's default). ``interrupt_after`` makes the demo
     interrupt itself that many seconds after the request starts. ``featured`` demos are listed first.
+    ``fallback`` is the script of a second emulator serving a fallback route (RT-1), when the demo
+    has one.
     """
 
     name: str
@@ -115,6 +117,7 @@ class Demo:
     stale_timeout: float | None = None
     interrupt_after: float | None = None
     featured: bool = False
+    fallback: tuple[Scenario, ...] = ()
 
 
 DEFAULT_DEMO = "tool-call-recovered"
@@ -165,6 +168,13 @@ _DEMO_LIST: tuple[Demo, ...] = (
         "the endpoint rejects stream_options; learned, and retried at once without it",
         (_summary("stream-options-rejected", F.RejectStreamOptions(400)),),
         featured=True,
+    ),
+    Demo(
+        "provider-down",
+        "the primary provider answers 503 every time; the request switches to the fallback route",
+        (_summary("provider-down/503", F.HttpError(503, "the service is temporarily unavailable")),),
+        featured=True,
+        fallback=(_summary("provider-down/fallback", reasoning=_THINKING),),
     ),
     Demo(
         "interrupt",

@@ -30,6 +30,7 @@ from ..events import (
     ReasoningDelta,
     RefusalDelta,
     ResponseMeta,
+    RouteLoaded,
     StaleTimeout,
     Start,
     StreamEnd,
@@ -67,6 +68,11 @@ class RecordedError(Exception):
     module: str | None = None
     status: int | None = None
     code: str | None = None
+
+    @property
+    def status_code(self) -> int | None:
+        """The recorded HTTP status, where an SDK error keeps it (RT-2 decides on it)."""
+        return self.status
 
 
 class RecordedResponse:
@@ -172,6 +178,15 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     StaleTimeout: lambda e: {"stale_timeout": e.stale_timeout},
     Interrupt: lambda e: {},
     AttemptClosed: lambda e: {},
+    RouteLoaded: lambda e: {
+        "index": e.index,
+        "stale_streak": e.stale_streak,
+        "streaming_disabled": e.streaming_disabled,
+        "stream_options_unsupported": e.stream_options_unsupported,
+        "cooldown_s": e.cooldown_s,
+        "breaker_probe": e.breaker_probe,
+        "breaker_retry_at": e.breaker_retry_at,
+    },
     FallbackDelivered: lambda e: {},
     AttemptFailed: lambda e: {
         "error": encode_error(e.error, e.from_callback, e.kind),
@@ -290,6 +305,34 @@ def _choice(fields: dict[str, Any]) -> ChoiceDelta:
     return ChoiceDelta(_int(fields, "choice"), inner)
 
 
+def _bool(fields: dict[str, Any], name: str) -> bool:
+    value = fields.get(name, False)
+    if isinstance(value, bool):
+        return value
+    raise CodecError(f"{name!r} must be a boolean, not {type(value).__name__}")
+
+
+def _route_loaded(fields: dict[str, Any]) -> RouteLoaded:
+    index, streak = _int(fields, "index"), _int(fields, "stale_streak")
+    if index < 0 or streak < 0:
+        raise CodecError("'index' and 'stale_streak' must not be negative")
+    cooldown = _number(fields, "cooldown_s") if "cooldown_s" in fields else 0.0
+    retry_at = fields.get("breaker_retry_at")
+    if retry_at is not None:
+        retry_at = _number(fields, "breaker_retry_at")
+    if cooldown < 0 or cooldown != cooldown:
+        raise CodecError("'cooldown_s' must be a number >= 0")
+    return RouteLoaded(
+        index,
+        streak,
+        _bool(fields, "streaming_disabled"),
+        _bool(fields, "stream_options_unsupported"),
+        cooldown,
+        _bool(fields, "breaker_probe"),
+        retry_at,
+    )
+
+
 _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "TextDelta": lambda f: TextDelta(_str(f, "text")),
     "ReasoningDelta": lambda f: ReasoningDelta(_str(f, "text")),
@@ -311,6 +354,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "StaleTimeout": lambda f: StaleTimeout(_number(f, "stale_timeout")),
     "Interrupt": lambda f: Interrupt(),
     "AttemptClosed": lambda f: AttemptClosed(),
+    "RouteLoaded": lambda f: _route_loaded(f),
     "WaitOver": lambda f: WaitOver(),
     "FallbackDelivered": lambda f: FallbackDelivered(),
     "AttemptFailed": _failed,

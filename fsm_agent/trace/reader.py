@@ -53,6 +53,7 @@ class RequestHeader:
     api: str | None = None
     model: str | None = None
     line: int = 0
+    routes: tuple[str, ...] = ()  # RT-1: the names of the request's routes, in order
 
 
 class RecordedEvent(NamedTuple):
@@ -199,6 +200,9 @@ def _record(obj: dict[str, Any]) -> TransitionRecord:
     inputs = obj.get("inputs", {})
     if not isinstance(cause, dict) or not isinstance(inputs, dict):
         raise _LineError("fields 'cause' and 'inputs' must be objects")
+    route = obj.get("route")
+    if not isinstance(route, (str, type(None))):
+        raise _LineError("field 'route' must be a string")
     return TransitionRecord(
         request_id=_get(obj, "request_id", str),
         attempt=_get(obj, "attempt", int),
@@ -212,6 +216,7 @@ def _record(obj: dict[str, Any]) -> TransitionRecord:
         tools_in_flight=_get(obj, "tools_in_flight", int),
         cause=cause,
         inputs=inputs,
+        route=route,
     )
 
 
@@ -219,7 +224,13 @@ def _header(obj: dict[str, Any], lineno: int) -> RequestHeader:
     api, model = obj.get("api"), obj.get("model")
     if not isinstance(api, (str, type(None))) or not isinstance(model, (str, type(None))):
         raise _LineError("fields 'api' and 'model' must be strings")
+    routes = obj.get("routes", [])
+    if not isinstance(routes, list) or not all(
+        isinstance(route, dict) and isinstance(route.get("name"), str) for route in routes
+    ):
+        raise _LineError("field 'routes' must be a list of objects with a 'name'")
     return RequestHeader(
+        routes=tuple(route["name"] for route in routes),
         request_id=_get(obj, "request_id", str),
         settings=_get(obj, "settings", dict),
         memory=_get(obj, "memory", dict),

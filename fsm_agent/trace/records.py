@@ -45,6 +45,7 @@ class TransitionRecord:
     tools_in_flight: int
     cause: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
+    route: str | None = None  # RT-1: the name of the route the request was on
     schema: int = SCHEMA_VERSION
 
     def __repr__(self) -> str:

@@ -64,6 +64,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "stale_streak": (int,),
     "streaming_disabled": (bool,),
     "stream_options_unsupported": (bool,),
+    "routes": (int,),  # RT-: keep only the first N routes (what if there had been no fallback?)
     "cooldown_s": (int, float),
     "breaker_probe": (bool,),
 }
@@ -80,6 +81,7 @@ _DEFAULTS: dict[str, Any] = {
     "stale_streak": 0,
     "streaming_disabled": False,
     "stream_options_unsupported": False,
+    "routes": None,
     "cooldown_s": 0.0,
     "breaker_probe": False,
 }
@@ -137,6 +139,8 @@ def check_settings(settings: dict[str, Any]) -> dict[str, Any]:
         non_negative = ("retries", "stale_giveup", "stale_streak", "backoff_base", "backoff_cap", "max_wait")
         if name in non_negative and (value < 0 or value != value or value == float("inf")):
             raise ValueError(f"{name} must be a finite number >= 0")
+        if name == "routes" and value < 1:
+            raise ValueError("routes must be at least 1")
         checked[name] = float(value) if name in _FLOATS else value
     return checked
 
@@ -163,11 +167,22 @@ def recorded_settings(found: RequestTrace) -> dict[str, Any]:
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             raise TraceFormatError(f"request {found.request_id} ({where}): bad {name} {value!r}")
         settings[name] = value
+    names = header.routes if header is not None else ()
+    if not names and header is not None and header.api is not None:
+        names = (f"{header.api}:{header.model}",)  # a trace from before routes: its one route
+    if not names:  # no header: the route names the records carry
+        names = tuple(dict.fromkeys(record.route for record in found.records if record.route is not None))
+    settings["route_names"] = names
+    settings["routes"] = len(names) or None
     return settings
 
 
 def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool = False) -> RequestMachine:
+    names: tuple[str, ...] = settings.get("route_names", ())
+    if settings.get("routes") is not None:
+        names = names[: settings["routes"]]
     ctx = RequestContext(
+        route_names=names,
         retries=settings["retries"],
         unsupported=settings["unsupported"],
         stale_giveup=settings["stale_giveup"],
@@ -363,6 +378,8 @@ def _set_inputs(
     except ValueError:
         raise TraceFormatError(f"line {line}: unknown error kind {kind_name!r}") from None
     ctx.error = _stand_in(error_name, ctx.error_kind, line) if error_name is not None else None
+    ctx.error_status = _take(inputs, "error_status", (int,), None, line)
+    ctx.route = _take(inputs, "route", (int,), ctx.route, line)
     if ctx.error_kind is ErrorKind.TRANSIENT and any(name in overrides for name in _BACKOFF):
         # BO-5: what-if back-off settings: the wait is recomputed from the recorded hint and seed
         ctx.wait_s, ctx.wait_source = wait_before(

@@ -28,7 +28,7 @@ __all__ = [
 
 COMPARED_FIELDS = ("attempt", "trigger", "source", "dest", "guards", "visible_chars", "tools_in_flight")
 # Inputs that are settings: a what-if run changes them on purpose.
-_SETTING_INPUTS = frozenset({"retries", "unsupported", "stale_giveup"})
+_SETTING_INPUTS = frozenset({"retries", "unsupported", "stale_giveup", "routes"})
 
 
 def compare_records(
@@ -42,6 +42,8 @@ def compare_records(
         want, got = getattr(recorded, name), getattr(replayed, name)
         if want != got:
             diffs[name] = (want, got)
+    if recorded.route is not None and recorded.route != replayed.route:  # RT-1; older traces have none
+        diffs["route"] = (recorded.route, replayed.route)
     for key, want in recorded.inputs.items():
         if key in skip:
             continue

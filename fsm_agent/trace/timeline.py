@@ -64,7 +64,7 @@ def _deciding(record: Any) -> str:
 
 
 def _settings_text(settings: dict[str, Any]) -> str:
-    names = ("retries", "stale_timeout", "unsupported", "stale_giveup", "backoff_base", "max_wait")
+    names = ("retries", "stale_timeout", "unsupported", "stale_giveup", "backoff_base", "max_wait", "routes")
     return " ".join(
         f"{name}={settings[name]:g}" if isinstance(settings[name], float) else f"{name}={settings[name]}"
         for name in names
@@ -85,12 +85,15 @@ def _wait_text(record: Any) -> str:
     return f"  [wait {wait_s:.3f} s, {shown}]"
 
 
-_COLUMNS = (
-    f"  {'step':>4} {'t (s)':>8} {'att':>3}  {'source -> dest':<34} {'trigger':<17} {'chars':>6}  guards\n"
-)
+def _columns(route_width: int) -> str:
+    route = f"{'route':<{route_width}} " if route_width else ""
+    return (
+        f"  {'step':>4} {'t (s)':>8} {'att':>3}  {route}{'source -> dest':<34} {'trigger':<17} "
+        f"{'chars':>6}  guards\n"
+    )
 
 
-def _step_line(step: Any) -> str:
+def _step_line(step: Any, route_width: int = 0) -> str:
     record = step.shown
     mark = "  " if step.matched else "!!"
     if step.replayed is None:
@@ -100,8 +103,9 @@ def _step_line(step: Any) -> str:
     else:
         chars = str(record.visible_chars)
     move = f"{record.source} -> {record.dest}"
+    route = f"{safe_text((record.route or '-')[:64]):<{route_width}} " if route_width else ""
     line = (
-        f"{mark}{step.index:>4} {record.t:8.3f} {record.attempt:>3}  {move:<34} "
+        f"{mark}{step.index:>4} {record.t:8.3f} {record.attempt:>3}  {route}{move:<34} "
         f"{record.trigger:<17} {chars:>6}  {_deciding(record)}{_wait_text(record)}\n"
     )
     if step.matched:
@@ -129,9 +133,11 @@ def _format_report(report: Any, out: TextIO) -> None:
         out.write(
             f"\nrequest {safe_text(request.request_id)} ({request.mode} replay; {safe_text(settings)})\n"
         )
-        out.write(_COLUMNS)
+        names = request.settings.get("route_names") or ()
+        width = max(len("route"), *(len(safe_text(name[:64])) for name in names)) if len(names) > 1 else 0
+        out.write(_columns(width))
         for step in request.steps:
-            out.write(_step_line(step))
+            out.write(_step_line(step, width))
         if request.recorded_outcome is not None:
             out.write(f"  recorded outcome: {safe_text(request.recorded_outcome.describe(would=False))}\n")
         if overrides and request.outcome is not None:

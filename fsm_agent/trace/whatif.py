@@ -28,6 +28,7 @@ from ..events import (
     ReasoningDelta,
     RefusalDelta,
     ResponseMeta,
+    RouteLoaded,
     StaleTimeout,
     Start,
     StreamEnd,
@@ -73,15 +74,22 @@ class Segments:
     fallback_at: float = 0.0
     interrupt_t: float | None = None
     ignored: int = 0
+    routes: dict[int, RecordedEvent] = field(default_factory=dict)  # RT-2: each route's health read
+    attempt_route: dict[int, int] = field(default_factory=dict)  # the route each attempt went to
 
 
 def segment(events: list[RecordedEvent]) -> Segments:
     seg = Segments()
     last_t = 0.0
     opener: float | None = None
+    route = 0
     for recorded in events:
         kind = type(recorded.event)
-        if kind is Interrupt:
+        if kind is RouteLoaded:
+            route = recorded.event.index  # type: ignore[attr-defined]
+            seg.routes.setdefault(route, recorded)
+            opener = recorded.t
+        elif kind is Interrupt:
             if seg.interrupt_t is None:
                 seg.interrupt_t = recorded.t
         elif kind is Start:
@@ -93,6 +101,7 @@ def segment(events: list[RecordedEvent]) -> Segments:
             if found is None:
                 found = seg.attempts[recorded.attempt] = []
                 seg.opened_at[recorded.attempt] = opener if opener is not None else recorded.t
+                seg.attempt_route[recorded.attempt] = route
             found.append(recorded)
         elif recorded.state == "fallback":
             if not seg.fallback:
@@ -179,6 +188,8 @@ class Simulation:
                 self.delivered += len(action.text)
             elif kind is act.RunFallback:
                 pending.extend(self._play_fallback())
+            elif kind is act.LoadRoute:
+                pending.extend(self._play_route(action.index))
             elif kind is act.Finish:
                 self.final = action.result
                 return
@@ -186,10 +197,22 @@ class Simulation:
                 self.final = action.error
                 return
 
+    def _play_route(self, index: int) -> list[Any]:
+        recorded = self.seg.routes.get(index)
+        if recorded is None:
+            return self._give_up(f"would switch to route {index + 1}, which the recording never tried")
+        return self._feed(recorded.event, self.now)
+
     def _play_attempt(self, number: int) -> list[Any]:
         recorded = self.seg.attempts.get(number)
         if recorded is None:
             return self._give_up(f"would open attempt {number}, which the recording does not contain")
+        route = self.machine.ctx.route
+        if self.seg.attempt_route.get(number, 0) != route:
+            return self._give_up(
+                f"would open attempt {number} on route {route + 1}; the recording sent it to route "
+                f"{self.seg.attempt_route.get(number, 0) + 1}"
+            )
         shift = self.now - self.seg.opened_at[number]
         stale = self.stale
         last_activity = self.now

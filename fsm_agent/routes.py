@@ -1,0 +1,143 @@
+"""Routes (RT-): one request over a list of clients, models or providers, tried in order.
+
+`Route` is what the caller writes; `PreparedRoute` is a route as a request runs it (its client
+source, adapter, copied params, resolved API, model, name and stale timeout). `prepare_routes`
+checks a list of routes and names them: a route's name defaults to "<api>:<model>", and a default
+name that repeats one before it gets "#2", "#3" (two hosts serving the same model), while names the
+caller chose must be distinct. When a route is left for the next one is the machine's decision
+(state `switching`, RT-2/RT-3); this module never performs I/O and never decides policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .drivers.common import ClientSource, check_client, is_async_client
+from .endpoint import EndpointLink
+from .providers import adapter_for, infer_api
+from .providers.base import ProviderAdapter
+from .redact import remember_client_secrets
+
+__all__ = ["PreparedRoute", "Route", "is_route_list", "prepare_routes"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One way to serve a request: an SDK client (or a zero-argument factory), the request's
+    keyword arguments for that SDK, its API (inferred when None) and a name for records, the
+    result and the live view (default "<api>:<model>")."""
+
+    client_or_factory: Any
+    params: dict[str, Any]
+    api: str | None = None
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class PreparedRoute:
+    index: int
+    name: str
+    source: ClientSource
+    adapter: ProviderAdapter
+    params: dict[str, Any]
+    api: str
+    model: str | None
+    stale_timeout: float
+    link: EndpointLink | None = None  # HL-1: this route's endpoint health, as the request sees it
+
+    def header(self) -> dict[str, Any]:
+        """The route as a trace's request line lists it (no client settings: TR-5)."""
+        return {"name": self.name, "api": self.api, "model": self.model, "stale_timeout": self.stale_timeout}
+
+
+def is_route_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def prepare_routes(
+    routes: Sequence[Any], stale_timeout_for: Callable[[str | None], float], *, in_async: bool = False
+) -> list[PreparedRoute]:
+    """Check and prepare the routes of one request, in order."""
+    if not routes:
+        raise ValueError("stream() needs at least one route")
+    prepared: list[PreparedRoute] = []
+    try:
+        for index, route in enumerate(routes):
+            if not isinstance(route, Route):
+                raise TypeError(f"route {index + 1} is a {type(route).__name__}, not a fsm_agent.Route")
+            made = prepare_one(
+                route.client_or_factory, route.params, route.api, stale_timeout_for, index, in_async=in_async
+            )
+            prepared.append(made)
+        _name(prepared, routes)
+    except BaseException:
+        for made in prepared:  # a factory's client made to infer an API is closed again
+            made.source.release()
+        raise
+    return prepared
+
+
+def _name(prepared: list[PreparedRoute], routes: Sequence[Route]) -> None:
+    taken: set[str] = set()
+    for index, route in enumerate(routes):
+        if route.name is None:
+            continue
+        if not isinstance(route.name, str) or not route.name.strip():
+            raise ValueError(f"route {index + 1}: a name must be a non-empty string")
+        if route.name in taken:
+            raise ValueError(f"two routes are named {route.name!r}; route names must be distinct")
+        taken.add(route.name)
+        prepared[index].name = route.name
+    for one, route in zip(prepared, routes, strict=True):
+        if route.name is None:
+            base, number = one.name, 2
+            while one.name in taken:
+                one.name = f"{base}#{number}"
+                number += 1
+            taken.add(one.name)
+
+
+def prepare_one(
+    client_or_factory: Any,
+    params: Any,
+    api: str | None,
+    stale_timeout_for: Callable[[str | None], float],
+    index: int = 0,
+    *,
+    in_async: bool = False,
+) -> PreparedRoute:
+    """One route (or the one-client form of `stream()`) ready to run. `client_or_factory` may
+    already be a `ClientSource` (astream() makes a factory's first client off the event loop)."""
+    if not isinstance(params, dict):
+        raise TypeError(
+            "params must be a dict of the SDK's request keyword arguments "
+            f"(model, messages, ...), not {type(params).__name__}"
+        )
+    source = client_or_factory
+    if not isinstance(source, ClientSource):
+        source = ClientSource(client_or_factory)
+    try:
+        check_client(source.peek(), in_async=in_async, api_given=api is not None)
+    except TypeError:
+        # A sync client a factory made for this call is closed; an async one was never used
+        # (nothing opened) and cannot be closed without an event loop: it is only dropped.
+        if not is_async_client(source.peek()):
+            source.release()
+        raise
+    client = source.peek()
+    remember_client_secrets(client)  # SEC-9: read once from the client, kept only in memory
+    api_name = api or infer_api(client, params)
+    adapter = adapter_for(api_name)
+    model = adapter.model_of(params)
+    return PreparedRoute(
+        index=index,
+        name=f"{api_name}:{model}",
+        source=source,
+        adapter=adapter,
+        params=dict(params),
+        api=api_name,
+        model=model,
+        stale_timeout=stale_timeout_for(model),
+    )
