@@ -429,5 +429,6 @@ def test_the_timeline_prints_route_names_without_control_characters(pair: Pair) 
     out = io.StringIO()
     format_report(fsm_agent.replay(sink), out)
     text = out.getvalue()
-    assert "first?[2J" in text and "second?" in text  # SEC-7: nothing from a trace printed raw
+    assert "first\\x1b[2J" in text and "second\\x07" in text  # SEC-7: escaped, never printed raw
+    assert "\x1b" not in text and "\x07" not in text
     assert "\x1b" not in text and "\x07" not in text
