@@ -49,7 +49,7 @@ from .events import (
     UsageReport,
 )
 from .guards import GUARDS, RequestContext
-from .machine import State, build_machine, guard_method
+from .machine import INITIAL, State, fire, guard_method
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
@@ -116,7 +116,7 @@ class RequestMachine:
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
         self._raw: Any = None
         self.result: StreamResult | None = None
-        build_machine(self)
+        self.state = INITIAL  # the engine's initial state; `fire` moves it from here
 
     @property
     def finished(self) -> bool:
@@ -310,9 +310,9 @@ class RequestMachine:
         self.guard_values = {}
         inputs = self.ctx.guard_inputs()
         try:
-            moved = getattr(self, trigger)()
-        except _TransitionsMachineError:
-            moved = None
+            moved = fire(self, trigger)
+        except (_TransitionsMachineError, KeyError):
+            moved = False
         if not moved:
             # FSM-2: anything not in the table is a bug of the library: logged and surfaced.
             error = MachineError(

@@ -18,6 +18,7 @@ from typing import Any
 import openai
 import pytest
 
+from fsm_agent.drivers.watchdog import shared_timer
 from fsm_agent.providers import openai_chat
 from fsm_agent.providers.base import Attempt
 from fsm_agent.testing import Emulator
@@ -40,7 +41,10 @@ def busy_connections(client: openai.OpenAI) -> int:
 
 
 def threads_since(before: set[threading.Thread]) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    """Threads started since `before` and still running, except the process's one watchdog timer
+    thread (started by the first sync request, it lives as long as the process: not a leak)."""
+    timer = shared_timer().thread
+    return [t for t in threading.enumerate() if t not in before and t.is_alive() and t is not timer]
 
 
 def assert_emulator_and_threads_idle(
