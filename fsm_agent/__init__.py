@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     EmptyStreamError,
     FsmAgentError,
@@ -22,9 +24,11 @@ from .errors import (
 )
 from .result import StreamResult, ToolCall, Usage
 from .session import Session
-from .trace.replay import replay
-from .trace.report import ReplayReport
 from .trace.sinks import JsonlSink, MemorySink
+
+if TYPE_CHECKING:
+    from .trace.replay import replay
+    from .trace.report import ReplayReport
 
 __all__ = [
     "EmptyStreamError",
@@ -48,3 +52,21 @@ __all__ = [
     "replay",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Offline replay is not needed by a request: imported on first use, so `import fsm_agent`
+    # stays light (`fsm_agent.replay` and `from fsm_agent import replay` work as before).
+    value: Any
+    if name == "replay":
+        from .trace import replay as module
+
+        value = module.replay
+    elif name == "ReplayReport":
+        from .trace import report
+
+        value = report.ReplayReport
+    else:
+        raise AttributeError(f"module 'fsm_agent' has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -8,8 +8,8 @@ concurrent requests may share a session. The session never reads the wire itself
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -180,7 +180,7 @@ class Session:
                 streaming_disabled=self.streaming_disabled,
                 stream_options_unsupported=self.stream_options_unsupported,
             )
-        request_id = uuid.uuid4().hex[:16]
+        request_id = os.urandom(8).hex()  # 16 hex digits, as uuid4().hex[:16] was, for less
         sink = self.trace
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
         machine = RequestMachine(ctx, request_id=request_id, on_record=self._log_record, on_event=recorder)
