@@ -174,15 +174,15 @@ _engine: Machine | None = None
 _engine_lock = threading.Lock()
 
 
-class _OwnDebugLines(logging.Filter):
-    """Drops the `transitions` library's DEBUG lines about this machine (they are prefixed with its
-    name), so that an application logging at DEBUG gets our one record per transition, not a dozen
-    lines per trigger; other machines' lines and anything above DEBUG pass untouched."""
+class _OwnRoutineLines(logging.Filter):
+    """Drops the `transitions` library's routine lines (DEBUG and INFO) about this machine (they are
+    prefixed with its name), so that an application logging at DEBUG or INFO gets our one record
+    per transition, not a dozen lines per trigger; other machines' lines and warnings pass."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         return not (
-            record.levelno <= logging.DEBUG
+            record.levelno <= logging.INFO
             and isinstance(args, tuple)
             and args
             and args[0] == MACHINE_NAME + ": "
@@ -203,7 +203,8 @@ def _build_engine() -> Machine:
         if _engine is None:
             # Installed when the machine is built, never at import: a module does not touch
             # another library's logger just by being imported.
-            logging.getLogger("transitions").addFilter(_OwnDebugLines())
+            # (The engine logs through its module's logger; a parent's filters never see it.)
+            logging.getLogger(Machine.__module__).addFilter(_OwnRoutineLines())
             _engine = Machine(
                 model=None,
                 states=State,
