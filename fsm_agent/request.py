@@ -330,7 +330,7 @@ class RequestMachine:
             trigger=trigger,
             source=source.value,
             dest=dest.value,
-            guards=dict(self.guard_values),
+            guards=self.guard_values,  # a fresh dict per firing: the record may keep it
             visible_chars=self.ctx.visible_chars,
             tools_in_flight=self.ctx.tools_in_flight,
             cause=_event_summary(event),

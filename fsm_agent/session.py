@@ -102,8 +102,15 @@ class Session:
             remember=self._remember,
             max_bytes=self.max_bytes,
         )
-        with self._in_flight_as(watchdog):
+        # Registered so that session.interrupt() reaches it while it runs (inline, not the
+        # context manager: this is every sync request's path).
+        with self._lock:
+            self._in_flight.add(watchdog)
+        try:
             return driver.run()
+        finally:
+            with self._lock:
+                self._in_flight.discard(watchdog)
 
     async def astream(
         self,
