@@ -31,13 +31,13 @@ import openai
 import pytest
 import structlog
 import transitions
-from helpers import LeakCheck, params
+from helpers import busy_connections, params, threads_since
 
 import fsm_agent
 from fsm_agent.drivers import common
 from fsm_agent.drivers.watchdog import shared_timer
 from fsm_agent.machine import MACHINE_NAME, engine
-from fsm_agent.testing import Emulator, Scenario, Stall, Text, ToolCall
+from fsm_agent.testing import Emulator, Scenario, Text, ToolCall
 from fsm_agent.testing.chat import ChatWire
 from fsm_agent.testing.frames import RequestContext
 from fsm_agent.timeouts import REASONING_FLOORS, resolve_stale_timeout
@@ -191,14 +191,45 @@ def test_concurrent_sync_requests_are_byte_exact(
     assert shared_timer().pending() == 0
 
 
-def test_wd4_on_the_shared_timer_with_200_concurrent_sync_requests(leaks: LeakCheck) -> None:
-    leaks.emulator.default = Scenario.build("Hello.", faults=[Stall(1, seconds=2)])
+_STALLING_EMULATOR = """
+import sys
+from fsm_agent.testing import Emulator, Scenario, Stall
+with Emulator(default=Scenario.build("Hello.", faults=[Stall(1, seconds=3)])) as emu:
+    print(emu.openai_base_url, flush=True)
+    sys.stdin.read()  # serve until the test closes our stdin
+"""
+
+
+@pytest.fixture
+def stalling_emulator_url() -> Iterator[str]:
+    """An emulator in a child process whose every stream stalls after its first frame: its 200
+    handler threads do not compete with the 200 callers for this process's GIL."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STALLING_EMULATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        yield child.stdout.readline().strip()
+    finally:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.close()
+        child.wait(10)
+        child.stdout.close()
+
+
+def test_wd4_on_the_shared_timer_with_200_concurrent_sync_requests(stalling_emulator_url: str) -> None:
+    threads_before = set(threading.enumerate())
     stale = 0.6
     # stale_giveup=0: 200 stalls in a row must not trip the breaker (WD-3) for the later ones
     session = fsm_agent.Session(stale_timeout=stale, retries=0, stale_giveup=0)
     count = 200
     limits = httpx2.Limits(max_connections=count, max_keepalive_connections=count)
-    client = leaks.client(http_client=httpx2.Client(limits=limits))  # one pool with a connection each
+    client = openai.OpenAI(  # one pool with a connection for each caller
+        base_url=stalling_emulator_url,
+        api_key="sk-test",
+        max_retries=0,
+        http_client=httpx2.Client(limits=limits),
+    )
     lateness: list[float] = []
     errors: list[BaseException] = []
     watchdog_threads: list[int] = []
@@ -246,7 +277,9 @@ def test_wd4_on_the_shared_timer_with_200_concurrent_sync_requests(leaks: LeakCh
     assert max(lateness) < 0.25, f"a stall noticed {max(lateness):+.3f} s after its deadline (WD-4)"
     assert set(watchdog_threads) == {1}  # one timer thread for all 200 requests
     assert shared_timer().pending() == 0
-    leaks.assert_clean()
+    assert busy_connections(client) == 0, "a response was left open in the pool"
+    client.close()
+    assert threads_since(threads_before) == []
 
 
 # -- nothing left behind: 10,000 requests, raising in every state --------------------------------------------
