@@ -78,6 +78,10 @@ _WHERE: dict[str, str] = {
     "replay": ".trace.replay",
 }
 
+if TYPE_CHECKING:
+    from .trace.replay import replay
+    from .trace.report import ReplayReport
+
 __all__ = [
     "Backoff",
     "Choice",

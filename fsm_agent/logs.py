@@ -3,14 +3,18 @@
 An application that configured structlog gets every record through its processors. One that did
 not gets them through the standard library logger "fsm_agent" (silent unless logging is set up),
 instead of structlog's default of printing to stdout. Never formats content (TR-5).
+
+structlog is imported only when a record is to be written: an application that never imported
+structlog cannot have configured it, and with the "fsm_agent" logger silent nothing is written,
+so `import fsm_agent` and a request that logs nothing never pay for structlog (nor for the rich
+and pygments its development module pulls in when they are installed).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
-
-import structlog
 
 from .trace.records import TransitionRecord
 
@@ -18,21 +22,36 @@ __all__ = ["log_record"]
 
 _stdlib_logger = logging.getLogger("fsm_agent")
 _stdlib_logger.addHandler(logging.NullHandler())  # silent unless the application sets up logging
-_fallback = structlog.wrap_logger(
-    _stdlib_logger,
-    processors=[structlog.processors.TimeStamper(fmt="iso"), structlog.processors.JSONRenderer()],
-    wrapper_class=structlog.stdlib.BoundLogger,
-)
+_fallback: Any = None
 
 
-def _logger() -> Any:
-    if structlog.is_configured():
-        return structlog.get_logger("fsm_agent")
+def _fallback_logger() -> Any:
+    """structlog over the "fsm_agent" stdlib logger, made on first use."""
+    global _fallback
+    if _fallback is None:
+        import structlog
+
+        _fallback = structlog.wrap_logger(
+            _stdlib_logger,
+            processors=[structlog.processors.TimeStamper(fmt="iso"), structlog.processors.JSONRenderer()],
+            wrapper_class=structlog.stdlib.BoundLogger,
+        )
     return _fallback
 
 
+def _configured_structlog() -> Any:
+    """The structlog module, if the application imported and configured it; else None."""
+    structlog = sys.modules.get("structlog")
+    if structlog is None or not structlog.is_configured():
+        return None
+    return structlog
+
+
 def log_record(record: TransitionRecord) -> None:
-    logger = _logger()
-    if logger is _fallback and not _stdlib_logger.isEnabledFor(logging.INFO):
-        return  # nothing would be written: skip building the event dict
-    logger.info("transition", **record.as_dict())
+    structlog = _configured_structlog()
+    if structlog is not None:
+        structlog.get_logger("fsm_agent").info("transition", **record.as_dict())
+        return
+    if not _stdlib_logger.isEnabledFor(logging.INFO):
+        return  # nothing would be written: skip building the event dict (and importing structlog)
+    _fallback_logger().info("transition", **record.as_dict())

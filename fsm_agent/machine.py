@@ -8,7 +8,8 @@ finish, raise). Token deltas that do not change the phase are accumulated and co
 without touching the table.
 
 Rules:
-- Every state change is a row of `TABLE`, handed to `transitions.Machine`. Nothing else sets a state.
+- Every state change is a row of `TABLE`, handed to `transitions.Machine` (one per process, see
+  `engine`). Nothing else sets a state.
   Anything not in the table is invalid: a trigger with no matching row raises `MachineError` (FSM-2).
 - Guards are the named predicates of `guards.py`; each evaluated value is written into the record.
 - The machine never performs I/O, reads no clock (time arrives with each event) and holds no lock.
@@ -18,6 +19,8 @@ Rules:
 from __future__ import annotations
 
 import enum
+import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +28,18 @@ from transitions import Machine
 
 from .guards import GUARDS
 
-__all__ = ["LIVE", "NON_TERMINAL", "TABLE", "TERMINAL", "TRIGGERS", "State", "build_machine"]
+__all__ = [
+    "INITIAL",
+    "LIVE",
+    "MACHINE_NAME",
+    "NON_TERMINAL",
+    "TABLE",
+    "TERMINAL",
+    "TRIGGERS",
+    "State",
+    "engine",
+    "fire",
+]
 
 
 class State(enum.Enum):
@@ -226,14 +240,73 @@ def guard_method(name: str) -> Callable[[Any], bool]:
     return method
 
 
-def build_machine(model: Any, initial: State = State.IDLE) -> Machine:
-    """Attach the table to `model` (which must have `ctx` and `guard_values`)."""
-    return Machine(
-        model=model,
-        states=State,
-        transitions=TABLE,
-        initial=initial,
-        auto_transitions=False,
-        ignore_invalid_triggers=False,
-        queued=False,
-    )
+# -- the engine: the table built into one `transitions.Machine` per process ------------------------
+#
+# Building a Machine costs far more than a short request's other work (hundreds of microseconds,
+# tens of KiB, hundreds of cyclic objects), so the table is built once, on first use, and every
+# request's model is driven by that one machine: `fire` hands the model to the trigger's
+# `transitions` Event, which reads the model's `state`, tries the trigger's rows from that state in
+# order (the guards are the model's methods, looked up by name), and sets the new state on it.
+# Models are never attached to the machine (`add_model` would bind a dozen partials to each,
+# making cycles): nothing is registered per request, so nothing is left to release on any exit
+# path. The machine keeps no per-model state and is not queued, so concurrent requests share it.
+
+MACHINE_NAME = "fsm_agent"
+INITIAL = State.IDLE
+
+_engine: Machine | None = None
+_engine_lock = threading.Lock()
+
+
+class _OwnRoutineLines(logging.Filter):
+    """Drops the `transitions` library's routine lines (DEBUG and INFO) about this machine (they are
+    prefixed with its name), so that an application logging at DEBUG or INFO gets our one record
+    per transition, not a dozen lines per trigger; other machines' lines and warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (
+            record.levelno <= logging.INFO
+            and isinstance(args, tuple)
+            and args
+            and args[0] == MACHINE_NAME + ": "
+        )
+
+
+def engine() -> Machine:
+    """The process's one machine running `TABLE` (built on first use; thread-safe)."""
+    machine = _engine
+    if machine is None:
+        machine = _build_engine()
+    return machine
+
+
+def _build_engine() -> Machine:
+    global _engine
+    with _engine_lock:
+        if _engine is None:
+            # Installed when the machine is built, never at import: a module does not touch
+            # another library's logger just by being imported.
+            # (The engine logs through its module's logger; a parent's filters never see it.)
+            logging.getLogger(Machine.__module__).addFilter(_OwnRoutineLines())
+            _engine = Machine(
+                model=None,
+                states=State,
+                transitions=TABLE,
+                initial=INITIAL,
+                auto_transitions=False,
+                ignore_invalid_triggers=False,
+                queued=False,
+                name=MACHINE_NAME,
+            )
+        return _engine
+
+
+def fire(model: Any, trigger: str) -> bool:
+    """Fire `trigger` on `model` (which has `state`, `ctx` and `guard_values`) through the engine.
+
+    True when a row moved the model; raises `transitions.MachineError` when no row of `trigger`
+    starts from the model's state, and KeyError for a trigger the table does not name.
+    """
+    result: bool = engine().events[trigger].trigger(model)
+    return result

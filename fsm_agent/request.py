@@ -54,7 +54,7 @@ from .events import (
     WaitOver,
 )
 from .guards import GUARDS, RequestContext
-from .machine import TRIGGERS, State, build_machine, guard_method
+from .machine import INITIAL, TRIGGERS, State, fire, guard_method
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
@@ -146,7 +146,7 @@ class RequestMachine:
         self._raw: Any = None
         self.result: StreamResult | None = None
         self._trigger = ""  # the trigger being fired (which row led into FAILED)
-        build_machine(self)
+        self.state = INITIAL  # the engine's initial state; `fire` moves it from here
 
     @property
     def finished(self) -> bool:
@@ -420,9 +420,9 @@ class RequestMachine:
         self._trigger = trigger
         inputs = self.ctx.guard_inputs()
         try:
-            moved = getattr(self, trigger)()
-        except _TransitionsMachineError:
-            moved = None
+            moved = fire(self, trigger)
+        except (_TransitionsMachineError, KeyError):
+            moved = False
         if not moved:
             # FSM-2: anything not in the table is a bug of the library: logged and surfaced.
             error = MachineError(
@@ -440,7 +440,7 @@ class RequestMachine:
             trigger=trigger,
             source=source.value,
             dest=dest.value,
-            guards=dict(self.guard_values),
+            guards=self.guard_values,  # a fresh dict per firing: the record may keep it
             visible_chars=self.ctx.visible_chars,
             tools_in_flight=self.ctx.tools_in_flight,
             cause=_event_summary(event),

@@ -13,9 +13,9 @@ import contextlib
 import dataclasses
 import logging
 import math
+import os
 import random
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -513,7 +513,7 @@ class Session:
             max_wait=backoff.max_wait,
             seed=self._seeds.getrandbits(32),  # BO-5: recorded, so replay draws the same jitter
         )
-        request_id = uuid.uuid4().hex[:16]
+        request_id = os.urandom(8).hex()  # 16 hex digits, as uuid4().hex[:16] was, for less
         sink = self.trace
         tap = SinkTap(sink, log_record)  # SEC-6: a failing log or sink never reaches the machine
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None

@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections.abc import Iterator, Mapping
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "DEFAULT_RETRIES",
@@ -80,17 +80,44 @@ _DASHED_VERSION = re.compile(r"(?<=\d)-(?=\d)")
 def reasoning_floor(model: str | None) -> float | None:
     """The stale-timeout floor of `model`, or None when no entry of REASONING_FLOORS matches.
 
-    Case-insensitive; the longest matching prefix wins (on a tie, the larger floor).
+    Case-insensitive; the longest matching prefix wins (on a tie, the larger floor). Answers are
+    cached per model while REASONING_FLOORS is unchanged (an edit of the table is seen at once).
     """
     if not model or not model.strip():
         return None
-    floors = [(_canonical(prefix), floor) for prefix, floor in REASONING_FLOORS.items()]
+    table = tuple(REASONING_FLOORS.items())
+    cache = _floor_cache
+    if cache.get(_TABLE_KEY) != table:
+        cache.clear()  # the table changed (or first use): canonicalise it once more
+        cache[_TABLE_KEY] = table
+        cache[_FLOORS_KEY] = [(_canonical(prefix), floor) for prefix, floor in table]
+    try:
+        found: float | None = cache[model]
+        return found
+    except KeyError:
+        pass
+    floors: list[tuple[str, float]] = cache[_FLOORS_KEY]
     best: tuple[int, float] | None = None
     for name in _candidate_names(model):
         for prefix, floor in floors:
             if _matches(name, prefix) and (best is None or (len(prefix), floor) > best):
                 best = (len(prefix), floor)
-    return None if best is None else best[1]
+    found = None if best is None else best[1]
+    if len(cache) > _FLOOR_CACHE_SIZE:
+        cache.clear()  # many distinct model ids: start over rather than grow without bound
+        cache[_TABLE_KEY] = table
+        cache[_FLOORS_KEY] = floors
+    cache[model] = found
+    return found
+
+
+# reasoning_floor's memory: model id -> floor, plus the table it was computed from (its snapshot and
+# canonical prefixes, under keys no model id can be). Dict operations are atomic under the GIL; a
+# race only computes an answer twice.
+_TABLE_KEY: Final = ("table",)
+_FLOORS_KEY: Final = ("floors",)
+_FLOOR_CACHE_SIZE: Final = 1024
+_floor_cache: dict[Any, Any] = {}
 
 
 def resolve_stale_timeout(

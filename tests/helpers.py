@@ -19,6 +19,7 @@ import openai
 import pytest
 
 from fsm_agent import Backoff, Session
+from fsm_agent.drivers.watchdog import shared_timer
 from fsm_agent.endpoint import endpoint_key
 from fsm_agent.health import HealthChange
 from fsm_agent.providers import openai_chat
@@ -52,7 +53,10 @@ def busy_connections(client: openai.OpenAI) -> int:
 
 
 def threads_since(before: set[threading.Thread]) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+    """Threads started since `before` and still running, except the process's one watchdog timer
+    thread (started by the first sync request, it lives as long as the process: not a leak)."""
+    timer = shared_timer().thread
+    return [t for t in threading.enumerate() if t not in before and t.is_alive() and t is not timer]
 
 
 def assert_emulator_and_threads_idle(

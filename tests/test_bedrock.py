@@ -20,7 +20,7 @@ import botocore.config
 import botocore.eventstream
 import pytest
 import urllib3.exceptions
-from helpers import INSTANT, Collect, wait_until
+from helpers import INSTANT, Collect, threads_since, wait_until
 
 import fsm_agent
 from fsm_agent.actions import OpenAttempt
@@ -101,7 +101,7 @@ class BedrockLeaks:
         assert not self._extra(), f"threads left running: {[t.name for t in self._extra()]}"
 
     def _extra(self) -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t not in self.threads_before and t.is_alive()]
+        return threads_since(self.threads_before)
 
 
 @pytest.fixture

@@ -12,10 +12,12 @@ event the machine is fed.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import sys
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -304,15 +306,38 @@ def without_sdk_retries(client: Any) -> Any:
     The retry budget is the session's: an SDK retrying inside an attempt would multiply it, and
     would sleep between its tries where no interrupt reaches. `with_options` (openai, anthropic)
     returns a copy sharing the caller's connection pool; the caller's client is left as it is.
-    boto3 clients keep their own retry configuration (documented).
+    The copy is made once per client and kept while the client lives (weakly: it never keeps a
+    client alive). boto3 clients keep their own retry configuration (documented).
     """
     with_options = getattr(client, "with_options", None)
     if not callable(with_options) or not getattr(client, "max_retries", 0):
         return client
+    fingerprint = _fingerprint(client)
     try:
-        return with_options(max_retries=0)
+        known = _no_retry_views.get(client)
+    except TypeError:  # not hashable or not weakly referenceable: no memory for it
+        known = None
+    if known is not None and known[0] == fingerprint:
+        return known[1]
+    try:
+        view = with_options(max_retries=0)
     except Exception:  # a custom client whose with_options differs: use it as it is
         return client
+    with contextlib.suppress(TypeError):
+        _no_retry_views[client] = (fingerprint, view)
+    return view
+
+
+def _fingerprint(client: Any) -> tuple[int, ...]:
+    """Which objects the client's settings are: a setting reassigned since the view was made
+    (`client.api_key = ...`, a new base_url) makes a new view, as a fresh copy would have seen it."""
+    fields = getattr(client, "__dict__", None)
+    return tuple(map(id, fields.values())) if isinstance(fields, dict) else ()
+
+
+# client -> (its fingerprint, its no-retries view). The view shares the client's connection pool but holds no
+# reference to the client itself, so the entry goes when the caller drops the client.
+_no_retry_views: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _close_client(client: Any) -> None:

@@ -3,8 +3,8 @@
 It performs, blocking, the I/O of the actions `DriverCore` walks (open and close attempts, read
 them, deliver deltas to callbacks, run the fallback request); the rules of feeding the machine are
 the core's. It owns every resource: each attempt's stream is closed exactly once in `finally`, a
-factory-made client is closed with its attempt, and the watchdog thread is joined before the call
-returns. It never decides policy; that is the machine's.
+factory-made client is closed with its attempt, and the request's watchdog is stopped (it leaves
+the process's shared timer) before the call returns. It never decides policy; that is the machine's.
 """
 
 from __future__ import annotations

@@ -1,11 +1,20 @@
-"""The sync driver's watchdog: one thread per request that ends a blocked read from outside.
+"""The sync driver's watchdog: one timer thread per process ends blocked reads from outside.
 
-It sleeps on a condition variable until the stale deadline (last provider activity + stale_timeout)
-or an interrupt, then aborts the armed attempt (shutting its socket down wakes the reader). It
-never feeds the machine itself: it leaves `fired` for the reading thread, which turns it into a
-StaleTimeout or Interrupt event. No busy polling: it wakes at deadlines and on interrupts; every
-50 ms only while the caller passed their own `threading.Event` (to look at it), while a caller's
-callback holds the clock past the deadline (`hold`), and after firing until the reader notices.
+Each sync request has a `Watchdog` (its deadline, its abort, what fired); one process-wide timer
+thread (`WatchdogTimer`) keeps a heap of the requests' next wake-ups and sleeps on a condition
+variable until the earliest. At a request's stale deadline (last provider activity +
+stale_timeout) or on an interrupt it aborts the request's armed attempt (shutting its socket down
+wakes the reader). It never feeds the machine itself: it leaves `fired` for the reading thread,
+which turns it into a StaleTimeout or Interrupt event. No busy polling: the timer wakes at
+deadlines and on interrupts; a request is looked at every 50 ms only while its caller passed their
+own `threading.Event` (to look at it), while a caller's callback holds the clock past the deadline
+(`hold`), and after firing until the reader notices.
+
+Operations, from the reading thread: `start`/`stop` (the request's lifetime), `arm(abort)` /
+`disarm()` (a blocking read is in progress, and how to end it), `touch`/`hold`/`release` (the
+clock); from any thread: `interrupt()`. `touch` is lock-free (one float store): the timer finds a
+pushed-back deadline when it wakes and sleeps again until it. A slow deadline never delays
+another request's: each wake-up is a heap entry, and a stopped request's entry is dropped at once.
 
 Before the response headers arrive there is no stream handle yet, and the SDKs offer no way to
 reach the connection of one request among the shared client's pool; `abort_blocked_read` finds
@@ -16,14 +25,21 @@ provider that never answers can still be interrupted at once (RES-11).
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
+import logging
+import os
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
-__all__ = ["Watchdog", "abort_blocked_read", "blocked_read_aborter"]
+log = logging.getLogger("fsm_agent")
+
+__all__ = ["Watchdog", "WatchdogTimer", "abort_blocked_read", "blocked_read_aborter", "shared_timer"]
 
 _USER_EVENT_POLL = 0.05
 _REABORT_INTERVAL = 0.05
@@ -85,30 +101,144 @@ def abort_blocked_read(thread_id: int, boundary: FrameType) -> None:
                 return
 
 
+class WatchdogTimer:
+    """One thread for every sync request's watchdog: a heap of wake-ups, each a watchdog's next look.
+
+    An entry is `[when, seq, watchdog]`; a watchdog has at most one live entry (`_entry`), and an
+    entry replaced or cancelled is blanked (watchdog None) and skipped, so a finished request is
+    never held by the heap. Blanked entries are swept when they outnumber the live ones. The thread
+    is started on first use (again after a fork) and is a daemon: it holds nothing when idle.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[list[Any]] = []
+        self._blank = 0
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The timer thread, if it was started in this process."""
+        thread = self._thread
+        return thread if thread is not None and self._pid == os.getpid() else None
+
+    def schedule(self, watchdog: Watchdog, when: float | None) -> None:
+        """Look at `watchdog` at monotonic time `when` (None: not until told again)."""
+        with self._cond:
+            if when is not None and watchdog._stopped:
+                return  # a late look booked by the timer after the request ended
+            entry = watchdog._entry
+            if entry is not None:
+                if when is not None and entry[0] <= when:
+                    return  # an earlier look is booked; it will book the next one
+                entry[2] = None
+                self._blank += 1
+                watchdog._entry = None
+            if when is None:
+                self._sweep()
+                return
+            entry = [when, next(self._seq), watchdog]
+            watchdog._entry = entry
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:
+                self._ensure_thread()
+                self._cond.notify()
+
+    def pending(self) -> int:
+        """Watchdogs with a booked look (for tests: nothing is left once requests end)."""
+        with self._cond:
+            return sum(1 for entry in self._heap if entry[2] is not None)
+
+    def _sweep(self) -> None:
+        if self._blank > 32 and self._blank * 2 > len(self._heap):
+            self._heap[:] = [entry for entry in self._heap if entry[2] is not None]
+            heapq.heapify(self._heap)
+            self._blank = 0
+
+    def _ensure_thread(self) -> None:
+        pid = os.getpid()
+        if self._thread is None or self._pid != pid or not self._thread.is_alive():
+            if self._pid != pid:  # forked: the parent's lock state and thread are not ours
+                self._pid = pid
+            self._thread = threading.Thread(target=self._run, name="fsm-agent-watchdog", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        heap = self._heap  # swept in place, never replaced
+        while True:
+            with self._cond:
+                while True:
+                    while heap and heap[0][2] is None:
+                        heapq.heappop(heap)
+                        self._blank -= 1
+                    if not heap:
+                        self._cond.wait()
+                        continue
+                    delay = heap[0][0] - time.monotonic()
+                    if delay <= 0:
+                        entry = heapq.heappop(heap)
+                        watchdog: Watchdog = entry[2]
+                        watchdog._entry = None
+                        break
+                    self._cond.wait(delay)
+            # Outside the timer's lock: a watchdog's abort may take a moment, and must never hold
+            # up another request's arm or disarm.
+            try:
+                when = watchdog._tick()
+            except Exception:  # an abort that raised: the reader still sees `fired`
+                log.debug("a watchdog's abort raised", exc_info=True)
+                when = None
+            if when is not None:
+                self.schedule(watchdog, when)
+            del watchdog, entry  # hold no finished request while idle
+
+
+_TIMER = WatchdogTimer()
+
+
+def shared_timer() -> WatchdogTimer:
+    """The process's one watchdog timer."""
+    return _TIMER
+
+
 class Watchdog:
-    def __init__(self, stale_timeout: float, interrupt_event: threading.Event | None = None) -> None:
+    """One sync request's watchdog: its deadline, its abort, and what fired (looked at by the timer)."""
+
+    def __init__(
+        self,
+        stale_timeout: float,
+        interrupt_event: threading.Event | None = None,
+        *,
+        timer: WatchdogTimer | None = None,
+    ) -> None:
         self.stale_timeout = stale_timeout
         self._user_event = interrupt_event
-        self._cond = threading.Condition()
+        self._timer = timer if timer is not None else _TIMER
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # a back-off wait (BO-4) sleeps on it
         self._abort: Callable[[], None] | None = None
         self._last_activity = 0.0
         self._held_since: float | None = None
         self._interrupted = False
         self._stopped = False
+        self._entry: list[Any] | None = None  # the timer's booked look (the timer's lock guards it)
         self.fired: str | None = None  # "stale" or "interrupt", for the reading thread
-        self._thread = threading.Thread(target=self._run, name="fsm-agent-watchdog", daemon=True)
 
     # -- called by the reading thread ----------------------------------------------------------------
     def start(self) -> None:
-        self._thread.start()
+        if self._user_event is not None or self._interrupted:
+            self._timer.schedule(self, time.monotonic())
 
     def arm(self, abort: Callable[[], None]) -> None:
-        with self._cond:
+        with self._lock:
             self._abort = abort
-            self._last_activity = time.monotonic()
+            self._last_activity = now = time.monotonic()
             if self.fired == "stale":
                 self.fired = None
-            self._cond.notify()
+            wait = self._next_wakeup()
+        self._timer.schedule(self, None if wait is None else now + wait)
 
     def touch(self) -> None:
         """Provider activity: push the deadline back. Lock-free: one float store."""
@@ -121,22 +251,23 @@ class Watchdog:
     def release(self) -> None:
         held_since = self._held_since
         if held_since is not None:
-            # Move the deadline first, then end the hold: the watchdog thread never sees a hold
-            # ended with the deadline not yet moved. Activity seen during the hold is not counted twice.
+            # Move the deadline first, then end the hold: the timer never sees a hold ended with
+            # the deadline not yet moved. Activity seen during the hold is not counted twice.
             self._last_activity += time.monotonic() - max(held_since, self._last_activity)
             self._held_since = None
 
     def disarm(self) -> None:
-        with self._cond:
+        """No blocking read any more. Waits for an abort in progress (the reader closes next)."""
+        with self._lock:
             self._abort = None
+        # The booked look stays: it finds nothing armed and books the next (or none).
 
     def stop(self) -> None:
-        with self._cond:
+        """The request is over: no abort runs after this returns, and the timer forgets it."""
+        with self._lock:
             self._stopped = True
             self._abort = None
-            self._cond.notify()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+        self._timer.schedule(self, None)
 
     @property
     def interrupted(self) -> bool:
@@ -158,23 +289,29 @@ class Watchdog:
 
     # -- called from any thread ----------------------------------------------------------------------
     def interrupt(self) -> None:
-        with self._cond:
+        with self._lock:
             self._interrupted = True
-            self._cond.notify()
+            stopped = self._stopped
+            self._cond.notify_all()  # a back-off wait ends at once (RES-11)
+        if not stopped:
+            self._timer.schedule(self, time.monotonic())
 
-    # -- the thread ------------------------------------------------------------------------------------
-    def _run(self) -> None:
-        with self._cond:
-            while not self._stopped:
-                if self.interrupted and self.fired != "interrupt":
-                    self._fire("interrupt")
-                elif self.fired is None and self._abort is not None and self._remaining() <= 0:
-                    self._fire("stale")
-                self._cond.wait(self._next_wakeup())
-                if self.fired is not None and self._abort is not None and not self._stopped:
-                    # Still armed after firing: the reader has not noticed yet, e.g. an SDK retried
-                    # the request inside the same call (botocore does). Abort again.
-                    self._abort()
+    # -- called by the timer thread --------------------------------------------------------------------
+    def _tick(self) -> float | None:
+        """Fire, or abort again, as due; the monotonic time of the next look (None: none needed)."""
+        with self._lock:
+            if self._stopped:
+                return None
+            if self.interrupted and self.fired != "interrupt":
+                self._fire("interrupt")
+            elif self.fired is not None and self._abort is not None:
+                # Still armed after firing: the reader has not noticed yet, e.g. an SDK retried
+                # the request inside the same call (botocore does). Abort again.
+                self._abort()
+            elif self.fired is None and self._abort is not None and self._remaining() <= 0:
+                self._fire("stale")
+            wait = self._next_wakeup()
+            return None if wait is None else time.monotonic() + wait
 
     def _remaining(self) -> float:
         if self._held_since is not None:
@@ -188,7 +325,7 @@ class Watchdog:
             if self.fired == "interrupt" or self._user_event is None:
                 return None  # until re-armed or stopped
             return _USER_EVENT_POLL
-        timeout = self._remaining() if self._abort is not None else None
+        timeout = max(self._remaining(), 0.0) if self._abort is not None else None
         if self._user_event is not None:
             timeout = _USER_EVENT_POLL if timeout is None else min(timeout, _USER_EVENT_POLL)
         return timeout

@@ -1,0 +1,565 @@
+"""Per-request overhead (issue 13): a short request through fsm_agent against the bare SDKs.
+
+Run: .venv/bin/python bench/bench_short.py [--rounds 7] [--quick]   (also in `make bench`).
+
+Prints the issue's whole table: every row measured side by side in one run, the contenders taken
+in turn round after round (interleaved, so a change in the machine's load weighs on each alike),
+medians of >= 5 rounds with their spread (min..max over the rounds), and the machine's load
+average at the start and at the end. Bodies are rendered by the emulator's own wire renderers
+and served from memory through httpx2 MockTransports to the real `openai` and `anthropic`
+clients, so no socket time is measured; Bedrock runs against the emulator in a child process
+over loopback HTTP (boto3 has no in-memory transport), its CPU not counted as ours. The SDK
+contenders are built with `max_retries=0` and with their defaults (boto3: one attempt, and its
+default retry mode); fsm_agent is given the same client in each case. Nothing here asserts on
+time: a contender that returns a wrong result exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+
+import fsm_agent
+from fsm_agent.testing import Scenario, Text, ToolCall
+from fsm_agent.testing.anthropic_wire import AnthropicWire
+from fsm_agent.testing.chat import ChatWire
+from fsm_agent.testing.frames import RequestContext, Wire
+from fsm_agent.testing.responses_wire import ResponsesWire
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHAT = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}]}
+RESPONSES = {"model": "bench-model", "input": "hi"}
+ANTHROPIC = {"model": "claude-bench", "max_tokens": 1024, "messages": [{"role": "user", "content": "hi"}]}
+BEDROCK = {"modelId": "bench-model", "messages": [{"role": "user", "content": [{"text": "hi"}]}]}
+ARGS = '{"path": "notes/a.txt", "text": "' + "abcdefghij" * 6 + '"}'  # 8 fragments of 12 bytes
+TOOL10 = Scenario(steps=(ToolCall("write_file", ARGS, id="call_1", arg_fragment=12),))
+TEXT30 = Scenario(steps=(Text("".join(f"w{i:02d} " for i in range(30)), chunk_size=4),))
+TINY = Scenario(steps=(Text("hi"),))
+
+
+# -- bodies and clients ------------------------------------------------------------------------------
+def render(wire: Wire, api: str, path: str, params: dict[str, Any], scenario: Scenario) -> tuple[bytes, int]:
+    """The streamed body the emulator would send for `scenario`, and its number of frames."""
+    ctx = RequestContext(api=api, path=path, body={**params, "stream": True}, seq=1, created=1, stream=True)
+    frames = wire.stream_frames(scenario, ctx)
+    return b"".join(frame.data for frame in frames), len(frames)
+
+
+def pieces(body: bytes, per_read: str) -> list[bytes]:
+    if per_read == "event":  # one SSE event per read
+        return [part + b"\n\n" for part in body.split(b"\n\n") if part]
+    if per_read == "whole":
+        return [body]
+    return [body[i : i + 16384] for i in range(0, len(body), 16384)]
+
+
+class _Body(httpx2.SyncByteStream):  # type: ignore[misc]
+    def __init__(self, parts: list[bytes]) -> None:
+        self._parts = parts
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._parts)
+
+
+class _AsyncBody(httpx2.AsyncByteStream):  # type: ignore[misc]
+    def __init__(self, parts: list[bytes]) -> None:
+        self._parts = parts
+
+    async def __aiter__(self) -> Any:
+        for part in self._parts:
+            yield part
+
+
+def _transport(body: bytes, per_read: str = "net", *, is_async: bool = False) -> httpx2.MockTransport:
+    parts = pieces(body, per_read)
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        stream = _AsyncBody(parts) if is_async else _Body(parts)
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
+
+    return httpx2.MockTransport(handler)
+
+
+def openai_client(body: bytes, *, retries: int | None, per_read: str = "net") -> openai.OpenAI:
+    extra = {} if retries is None else {"max_retries": retries}
+    http = httpx2.Client(transport=_transport(body, per_read))
+    return openai.OpenAI(base_url="http://bench.invalid/v1", api_key="sk-bench", http_client=http, **extra)
+
+
+def anthropic_client(body: bytes, *, retries: int | None) -> anthropic.Anthropic:
+    extra = {} if retries is None else {"max_retries": retries}
+    http = httpx2.Client(transport=_transport(body))
+    return anthropic.Anthropic(
+        base_url="http://bench.invalid", api_key="sk-ant-bench", http_client=http, **extra
+    )
+
+
+# -- measuring -----------------------------------------------------------------------------------------
+class Stat:
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+        self.median = statistics.median(values)
+
+    def us(self) -> str:
+        return f"{self.median * 1e6:8.1f} us [{min(self.values) * 1e6:.1f}..{max(self.values) * 1e6:.1f}]"
+
+
+def ratio(a: Stat, b: Stat) -> str:
+    per_round = [x / y for x, y in zip(a.values, b.values, strict=True)]
+    return f"{a.median / b.median:5.2f} [{min(per_round):.2f}..{max(per_round):.2f}]"
+
+
+def interleaved(contenders: dict[str, Callable[[], object]], rounds: int, batch: int) -> dict[str, Stat]:
+    """Seconds per call of each contender: `rounds` rounds, each timing `batch` calls of every
+    contender in turn; after one warm-up batch (first-use costs are not per-request costs)."""
+    for fn in contenders.values():
+        for _ in range(max(1, batch // 4)):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            for _ in range(batch):
+                fn()
+            times[name].append((time.perf_counter() - start) / batch)
+    return {name: Stat(values) for name, values in times.items()}
+
+
+def check(ok: bool, what: str) -> None:
+    if not ok:
+        print(f"WRONG RESULT: {what}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+# -- contenders ----------------------------------------------------------------------------------------
+def ours(
+    session: fsm_agent.Session, client: Any, params: dict[str, Any], scenario: Scenario
+) -> Callable[[], None]:
+    text, calls = scenario.text, scenario.tool_calls
+
+    def run() -> None:
+        result = session.stream(client, params)
+        check((result.content or "") == text, "fsm_agent text")
+        check([c.arguments for c in result.tool_calls] == [c.arguments for c in calls], "fsm_agent tool args")
+
+    return run
+
+
+def sdk_chat(client: openai.OpenAI, scenario: Scenario) -> Callable[[], None]:
+    text, args = scenario.text, "".join(c.arguments for c in scenario.tool_calls)
+
+    def run() -> None:
+        texts: list[str] = []
+        got: list[str] = []
+        for chunk in client.chat.completions.create(**CHAT, stream=True):
+            if chunk.choices:
+                delta = chunk.choices[0].delta
+                if delta.content:
+                    texts.append(delta.content)
+                for call in delta.tool_calls or ():
+                    if call.function and call.function.arguments:
+                        got.append(call.function.arguments)
+        check("".join(texts) == text and "".join(got) == args, "openai SDK")
+
+    return run
+
+
+def raw_chat(client: openai.OpenAI) -> Callable[[], None]:
+    def run() -> None:
+        with client.chat.completions.with_streaming_response.create(**CHAT, stream=True) as response:
+            for _ in response.iter_bytes():
+                pass
+
+    return run
+
+
+def sdk_responses(client: openai.OpenAI, scenario: Scenario) -> Callable[[], None]:
+    args = "".join(c.arguments for c in scenario.tool_calls)
+
+    def run() -> None:
+        got: list[str] = []
+        for event in client.responses.create(**RESPONSES, stream=True):
+            if event.type == "response.function_call_arguments.delta":
+                got.append(event.delta)
+        check("".join(got) == args, "openai Responses SDK")
+
+    return run
+
+
+def raw_anthropic(client: anthropic.Anthropic) -> Callable[[], None]:
+    def run() -> None:
+        with client.messages.with_streaming_response.create(**ANTHROPIC, stream=True) as response:
+            for _ in response.iter_bytes():
+                pass
+
+    return run
+
+
+def helper_anthropic(client: anthropic.Anthropic, scenario: Scenario) -> Callable[[], None]:
+    args = "".join(c.arguments for c in scenario.tool_calls)
+
+    def run() -> None:
+        got: list[str] = []
+        with client.messages.stream(**ANTHROPIC) as stream:
+            for item in stream:
+                if item.type == "input_json":
+                    got.append(item.partial_json)
+            stream.get_final_message()
+        check("".join(got) == args, "anthropic messages.stream()")
+
+    return run
+
+
+# -- the rows --------------------------------------------------------------------------------------------
+ROWS: list[tuple[str, str, str]] = []  # (measure, figure, goal)
+
+
+def row(measure: str, figure: str, goal: str) -> None:
+    ROWS.append((measure, figure, goal))
+    print(f"  {measure:<62} {figure:<34} goal {goal}", flush=True)
+
+
+def chat_rows(rounds: int, batch: int) -> None:
+    wire = ChatWire()
+    tiny, _ = render(wire, "chat", "/v1/chat/completions", CHAT, TINY)
+    tool, tool_frames = render(wire, "chat", "/v1/chat/completions", CHAT, TOOL10)
+    text, text_frames = render(wire, "chat", "/v1/chat/completions", CHAT, TEXT30)
+    session = fsm_agent.Session()
+    contenders: dict[str, Callable[[], object]] = {}
+    for retries, tag in ((0, "max_retries=0"), (None, "defaults")):
+        c_tiny = openai_client(tiny, retries=retries)
+        c_tool = openai_client(tool, retries=retries)
+        c_text = openai_client(text, retries=retries)
+        contenders[f"ours tiny {tag}"] = ours(session, c_tiny, CHAT, TINY)
+        contenders[f"raw tiny {tag}"] = raw_chat(c_tiny)
+        contenders[f"ours tool {tag}"] = ours(session, c_tool, CHAT, TOOL10)
+        contenders[f"sdk tool {tag}"] = sdk_chat(c_tool, TOOL10)
+        contenders[f"ours text {tag}"] = ours(session, c_text, CHAT, TEXT30)
+        contenders[f"sdk text {tag}"] = sdk_chat(c_text, TEXT30)
+    s = interleaved(contenders, rounds, batch)
+    for tag in ("max_retries=0", "defaults"):
+        a, b = s[f"ours tiny {tag}"], s[f"raw tiny {tag}"]
+        diff = Stat([x - y for x, y in zip(a.values, b.values, strict=True)])
+        row(f"fixed cost above the raw-bytes path ({tag})", diff.us(), "<= 150 us")
+        print(f"      (ours {a.us()}, openai with_streaming_response + iter_bytes {b.us()}; 1 text chunk)")
+    for tag in ("max_retries=0", "defaults"):
+        row(
+            f"Chat, {tool_frames}-frame tool call, / bare openai SDK ({tag})",
+            ratio(s[f"ours tool {tag}"], s[f"sdk tool {tag}"]),
+            "<= 0.85",
+        )
+    for tag in ("max_retries=0", "defaults"):
+        row(
+            f"Chat, {text_frames}-frame text (30 chunks), / bare SDK ({tag})",
+            ratio(s[f"ours text {tag}"], s[f"sdk text {tag}"]),
+            "<= 0.45",
+        )
+    print(
+        f"      (tool call: ours {s['ours tool max_retries=0'].us()}, SDK {s['sdk tool max_retries=0'].us()})"
+    )
+
+
+def anthropic_rows(rounds: int, batch: int) -> None:
+    body, frames = render(AnthropicWire(), "anthropic", "/v1/messages", ANTHROPIC, TOOL10)
+    session = fsm_agent.Session()
+    contenders: dict[str, Callable[[], object]] = {}
+    for retries, tag in ((0, "max_retries=0"), (None, "defaults")):
+        client = anthropic_client(body, retries=retries)
+        contenders[f"ours {tag}"] = ours(session, client, ANTHROPIC, TOOL10)
+        contenders[f"raw {tag}"] = raw_anthropic(client)
+        contenders[f"helper {tag}"] = helper_anthropic(client, TOOL10)
+    s = interleaved(contenders, rounds, batch)
+    for tag in ("max_retries=0", "defaults"):
+        row(
+            f"Anthropic, {frames}-frame tool call, / raw SDK ({tag})",
+            ratio(s[f"ours {tag}"], s[f"raw {tag}"]),
+            "<= 1.3",
+        )
+    for tag in ("max_retries=0", "defaults"):
+        row(
+            f"Anthropic, {frames}-frame tool call, / messages.stream() ({tag})",
+            ratio(s[f"ours {tag}"], s[f"helper {tag}"]),
+            "<= 0.7",
+        )
+    print(
+        f"      (ours {s['ours max_retries=0'].us()}, raw {s['raw max_retries=0'].us()}, "
+        f"helper {s['helper max_retries=0'].us()})"
+    )
+
+
+def responses_rows(rounds: int, batch: int) -> None:
+    body, frames = render(ResponsesWire(), "responses", "/v1/responses", RESPONSES, TOOL10)
+    session = fsm_agent.Session()
+    contenders: dict[str, Callable[[], object]] = {}
+    for retries, tag in ((0, "max_retries=0"), (None, "defaults")):
+        client = openai_client(body, retries=retries)
+        contenders[f"ours {tag}"] = ours(session, client, RESPONSES, TOOL10)
+        contenders[f"sdk {tag}"] = sdk_responses(client, TOOL10)
+    s = interleaved(contenders, rounds, batch)
+    for tag in ("max_retries=0", "defaults"):
+        row(
+            f"Responses, {frames}-frame tool call, / bare SDK ({tag})",
+            ratio(s[f"ours {tag}"], s[f"sdk {tag}"]),
+            "<= 0.85",
+        )
+
+
+_BEDROCK_EMULATOR = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from fsm_agent.testing import Emulator, Scenario, ToolCall
+scenario = Scenario(steps=(ToolCall("write_file", {ARGS!r}, id="call_1", arg_fragment=12),))
+with Emulator(default=scenario) as emu:
+    print(emu.bedrock_endpoint_url, flush=True)
+    sys.stdin.read()
+"""
+
+
+def bedrock_rows(rounds: int, batch: int) -> None:
+    import boto3
+    import botocore.config
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _BEDROCK_EMULATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        url = child.stdout.readline().strip()
+        session = fsm_agent.Session()
+        contenders: dict[str, Callable[[], object]] = {}
+        for config, tag in (({"retries": {"max_attempts": 1}}, "one attempt"), ({}, "defaults")):
+            client = boto3.client(
+                "bedrock-runtime",
+                endpoint_url=url,
+                region_name="us-east-1",
+                aws_access_key_id="x",
+                aws_secret_access_key="x",
+                config=botocore.config.Config(**config),
+            )
+
+            def loop(client: Any = client) -> None:
+                got: list[str] = []
+                for item in client.converse_stream(**BEDROCK)["stream"]:
+                    delta = item.get("contentBlockDelta")
+                    if delta is not None and "toolUse" in delta["delta"]:
+                        got.append(delta["delta"]["toolUse"]["input"])
+                check("".join(got) == ARGS, "boto3 event loop")
+
+            contenders[f"ours {tag}"] = ours(session, client, BEDROCK, TOOL10)
+            contenders[f"boto3 {tag}"] = loop
+        s = interleaved(contenders, rounds, max(2, batch // 4))
+        for tag in ("one attempt", "defaults"):
+            row(
+                f"Bedrock, tool call (emulator, loopback), / boto3 event loop ({tag})",
+                ratio(s[f"ours {tag}"], s[f"boto3 {tag}"]),
+                "<= 1.0",
+            )
+        print(f"      (ours {s['ours one attempt'].us()}, boto3 {s['boto3 one attempt'].us()})")
+    finally:
+        if child.stdin is not None:
+            child.stdin.close()
+        child.wait(10)
+
+
+def cyclic_row() -> None:
+    figures = []
+    for name, body, params, scenario, make in (
+        (
+            "chat",
+            render(ChatWire(), "chat", "/v1/chat/completions", CHAT, TOOL10)[0],
+            CHAT,
+            TOOL10,
+            openai_client,
+        ),
+        (
+            "anthropic",
+            render(AnthropicWire(), "anthropic", "/v1/messages", ANTHROPIC, TOOL10)[0],
+            ANTHROPIC,
+            TOOL10,
+            anthropic_client,
+        ),
+    ):
+        run = ours(fsm_agent.Session(), make(body, retries=None), params, scenario)
+        for _ in range(5):
+            run()
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(200):
+                run()
+            figures.append(f"{name} {gc.collect() / 200:.1f}")
+        finally:
+            gc.enable()
+    row("cyclic objects left for the collector, per request", ", ".join(figures), "<= 20")
+
+
+def per_event_row(rounds: int) -> None:
+    scenario = Scenario(steps=(Text("w " * 5000, chunk_size=2),))
+    body, frames = render(ChatWire(), "chat", "/v1/chat/completions", CHAT, scenario)
+    client = openai_client(body, retries=0, per_read="event")
+    session = fsm_agent.Session()
+    run = ours(session, client, CHAT, scenario)
+    blocks = [block for block in body.split(b"\n\n") if block and block != b"data: [DONE]"]
+
+    def floor() -> None:
+        for block in body.split(b"\n\n"):
+            if block and block != b"data: [DONE]":
+                json.loads(block[6:])
+
+    check(len(blocks) > 4000, "body")
+    s = interleaved({"ours": run, "floor": floor}, rounds, 1)
+    row(f"per event, one event per read ({frames} frames), / floor", ratio(s["ours"], s["floor"]), "<= 1.8")
+    print(
+        f"      (ours {s['ours'].median * 1e6 / frames:.2f} us/event, "
+        f"SSE split + json.loads {s['floor'].median * 1e6 / frames:.2f} us/event)"
+    )
+
+
+def peak_heap_row(rounds: int) -> None:
+    scenario = Scenario(
+        steps=(Text("w " * 20989, chunk_size=2), ToolCall("write_file", ARGS, id="c", arg_fragment=12))
+    )
+    body, frames = render(ChatWire(), "chat", "/v1/chat/completions", CHAT, scenario)
+    client = openai_client(body, retries=0, per_read="whole")
+    session = fsm_agent.Session(max_bytes=1 << 30)
+    runs = {"ours": ours(session, client, CHAT, scenario), "sdk": sdk_chat(client, scenario)}
+    peaks: dict[str, list[float]] = {"ours": [], "sdk": []}
+    for fn in runs.values():
+        fn()
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            gc.collect()
+            tracemalloc.start()
+            fn()
+            peaks[name].append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+    a, b = Stat(peaks["ours"]), Stat(peaks["sdk"])
+    row(f"peak heap, {frames}-frame body in one read, / SDK", ratio(a, b), "<= 1.5")
+    print(
+        f"      (ours {a.median / 2**20:.2f} MiB, SDK {b.median / 2**20:.2f} MiB; "
+        f"body {len(body) / 2**20:.2f} MiB)"
+    )
+
+
+_RSS_CHILD = """
+import asyncio, gc, sys
+sys.path.insert(0, {bench!r})
+import bench_short as b
+import openai, httpx2, fsm_agent
+which, n = sys.argv[1], int(sys.argv[2])
+body, _ = b.render(b.ChatWire(), "chat", "/v1/chat/completions", b.CHAT, b.TEXT30)
+limits = httpx2.Limits(max_connections=n, max_keepalive_connections=n)
+client = openai.AsyncOpenAI(base_url="http://bench.invalid/v1", api_key="sk", max_retries=0,
+    http_client=httpx2.AsyncClient(transport=b._transport(body, is_async=True), limits=limits))
+session = fsm_agent.Session()
+text = b.TEXT30.text
+async def ours():
+    r = await session.astream(client, b.CHAT)
+    return r.content == text
+async def sdk():
+    got = []
+    async for chunk in await client.chat.completions.create(**b.CHAT, stream=True):
+        if chunk.choices and chunk.choices[0].delta.content:
+            got.append(chunk.choices[0].delta.content)
+    return "".join(got) == text
+def hwm():  # this process's peak RSS in KiB (VmHWM is per address space: not the forking parent's)
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+async def main():
+    await (ours if which == "ours" else sdk)()  # warm up: imports and first-use costs
+    gc.collect()
+    base = hwm()
+    oks = await asyncio.gather(*((ours if which == "ours" else sdk)() for _ in range(n)))
+    peak = hwm()
+    assert all(oks), "wrong result"
+    print(base, peak)
+asyncio.run(main())
+"""
+
+
+def rss_row(rounds: int, n: int = 500) -> None:
+    code = _RSS_CHILD.format(bench=str(Path(__file__).resolve().parent))
+    totals: dict[str, list[float]] = {"ours": [], "sdk": []}
+    growth: dict[str, list[float]] = {"ours": [], "sdk": []}
+    for _ in range(rounds):
+        for which in ("ours", "sdk"):
+            out = subprocess.run([sys.executable, "-c", code, which, str(n)], capture_output=True, text=True)
+            check(out.returncode == 0, f"{which} async child: {out.stderr[-400:]}")
+            base, peak = map(int, out.stdout.split())
+            totals[which].append(peak)
+            growth[which].append(max(peak - base, 1))
+    row(
+        f"{n} concurrent async 30-frame streams, peak RSS / AsyncOpenAI",
+        ratio(Stat(totals["ours"]), Stat(totals["sdk"])),
+        "<= 1.0",
+    )
+    print(
+        f"      (peak RSS ours {statistics.median(totals['ours']) / 1024:.1f} MiB, "
+        f"AsyncOpenAI {statistics.median(totals['sdk']) / 1024:.1f} MiB; growth over the warmed-up "
+        f"process: {ratio(Stat(growth['ours']), Stat(growth['sdk']))})"
+    )
+
+
+def import_row(rounds: int) -> None:
+    """`import fsm_agent` in fresh interpreters, with bytecode caches as an installed package has
+    them (in a temporary cache directory: PYTHONDONTWRITEBYTECODE, if set, would make every run
+    compile the package from source), after one run that writes them."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+        env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=cache)
+        command = [sys.executable, "-X", "importtime", "-c", "import fsm_agent"]
+        subprocess.run(command, capture_output=True, env=env, check=True)
+        figures = []
+        for _ in range(rounds):
+            out = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+            line = [ln for ln in out.stderr.splitlines() if ln.rstrip().endswith("| fsm_agent")][-1]
+            figures.append(int(re.split(r"\|", line)[1]) / 1e6)
+    s = Stat(figures)
+    row(
+        "import fsm_agent (-X importtime, cumulative)",
+        f"{s.median * 1e3:5.1f} ms [{min(figures) * 1e3:.1f}..{max(figures) * 1e3:.1f}]",
+        "<= 50 ms",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--batch", type=int, default=40, help="requests per contender per round")
+    parser.add_argument("--quick", action="store_true", help="skip the 500-stream RSS row")
+    opts = parser.parse_args()
+    rounds = max(5, opts.rounds)
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"medians of {rounds} interleaved rounds [min..max over the rounds]; ratios: fsm_agent / contender")
+    chat_rows(rounds, opts.batch)
+    anthropic_rows(rounds, opts.batch)
+    responses_rows(rounds, opts.batch)
+    bedrock_rows(rounds, opts.batch)
+    cyclic_row()
+    per_event_row(rounds)
+    peak_heap_row(5)  # deterministic to a few bytes; each traced run of the SDK takes seconds
+    if not opts.quick:
+        rss_row(5)
+    import_row(rounds)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,516 @@
+"""Issue 13: what a request shares with the process, and that it leaves nothing there.
+
+The table is built into one `transitions` machine per process, which fires every request's
+transitions; sync requests share one watchdog timer thread; a client's no-retries view and a
+model's stale timeout are remembered. These tests show the sharing is safe (concurrent requests
+give byte-exact results and records), on time (WD-4 with 200 concurrent stalls) and leaves
+nothing behind (10,000 requests, many of them raising in each state, checked with gc and
+tracemalloc).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+import weakref
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import anthropic
+import boto3
+import botocore.config
+import helpers
+import httpx2
+import openai
+import pytest
+import structlog
+import transitions
+from helpers import busy_connections, params, threads_since
+
+import fsm_agent
+from fsm_agent.drivers import common
+from fsm_agent.drivers.watchdog import shared_timer
+from fsm_agent.machine import MACHINE_NAME, engine
+from fsm_agent.testing import Emulator, Scenario, Text, ToolCall
+from fsm_agent.testing.chat import ChatWire
+from fsm_agent.testing.frames import RequestContext
+from fsm_agent.timeouts import REASONING_FLOORS, resolve_stale_timeout
+from fsm_agent.trace.sinks import MemorySink
+
+leaks = helpers.leaks
+
+SCENARIO = Scenario(
+    steps=(
+        Text("Writing it — “quoted” 😀 now. ", chunk_size=3),
+        ToolCall("write", '{"p": "a.txt", "t": "é😀"}'),
+    ),
+    arg_fragment=4,
+)
+
+
+def _openai(emu: Emulator) -> Any:
+    return openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
+
+
+def _anthropic(emu: Emulator) -> Any:
+    return anthropic.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
+
+
+def _bedrock(emu: Emulator) -> Any:
+    return boto3.client(
+        "bedrock-runtime",
+        endpoint_url=emu.bedrock_endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=botocore.config.Config(retries={"max_attempts": 1}, max_pool_connections=32),
+    )
+
+
+APIS: dict[str, tuple[Callable[[Emulator], Any], dict[str, Any]]] = {
+    "chat_completions": (_openai, {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}),
+    "responses": (_openai, {"model": "gpt-4.1", "input": "hi"}),
+    "anthropic_messages": (
+        _anthropic,
+        {"model": "claude-emulated", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+    ),
+    "bedrock_converse": (
+        _bedrock,
+        {"modelId": "m", "messages": [{"role": "user", "content": [{"text": "hi"}]}]},
+    ),
+}
+
+
+@pytest.fixture(params=sorted(APIS))
+def api_client(request: pytest.FixtureRequest, emulator: Emulator) -> Iterator[tuple[Any, dict[str, Any]]]:
+    make, request_params = APIS[request.param]
+    client = make(emulator)
+    yield client, request_params
+    client.close()
+
+
+# -- one machine per process, and transitions is what fires ----------------------------------------------
+def test_transitions_fires_every_transition_of_a_request(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fired: list[tuple[str, str]] = []
+    original = transitions.core.Event.trigger
+
+    def spy(event: Any, model: Any, *args: Any, **kwargs: Any) -> bool:
+        source = model.state.value
+        moved: bool = original(event, model, *args, **kwargs)
+        fired.append((event.name, f"{source}->{model.state.value}"))
+        return moved
+
+    monkeypatch.setattr(transitions.core.Event, "trigger", spy)
+    emulator.script(SCENARIO)
+    client = _openai(emulator)
+    try:
+        result = fsm_agent.Session().stream(client, params())
+    finally:
+        client.close()
+    recorded = [(r.trigger, f"{r.source}->{r.dest}") for r in result.records]
+    assert fired == recorded
+    assert [name for name, _ in fired] == ["start", "text", "tool_start", "finish", "end"]
+
+
+def test_the_table_decides_through_the_shared_machine(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Take the `text` rows out of the engine's `text` event: the request now fails with the
+    library's MachineError (FSM-2), so the rows transitions holds are the ones that run."""
+    machine = engine()
+    assert isinstance(machine, transitions.Machine) and machine is engine()
+    monkeypatch.setattr(machine.events["text"], "transitions", {})
+    emulator.script(Scenario.build("hello"))
+    client = _openai(emulator)
+    try:
+        with pytest.raises(fsm_agent.MachineError, match="no row of the table for 'text'"):
+            fsm_agent.Session().stream(client, params())
+    finally:
+        client.close()
+
+
+def test_no_machine_is_built_per_request(emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine()  # built on first use; from then on never again
+    built: list[object] = []
+    original = transitions.Machine.__init__
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(transitions.Machine, "__init__", counting)
+    client = _openai(emulator)
+    try:
+        for _ in range(5):
+            fsm_agent.Session().stream(client, params())
+    finally:
+        client.close()
+    assert built == []
+    assert engine().models == []  # request models are never attached: nothing to release
+
+
+# -- concurrent requests on the shared machine and timer ---------------------------------------------------
+def test_concurrent_sync_requests_are_byte_exact(
+    emulator: Emulator, api_client: tuple[Any, dict[str, Any]]
+) -> None:
+    client, request_params = api_client
+    emulator.default = SCENARIO
+    sink = MemorySink()
+    session = fsm_agent.Session(trace=sink)
+    alone = session.stream(client, request_params)
+    expected_path = [(r.trigger, r.source, r.dest, r.guards) for r in alone.records]
+    text = SCENARIO.text
+
+    def one(_: int) -> tuple[Any, str]:
+        seen: list[str] = []
+        return session.stream(client, request_params, on_text=seen.append), "".join(seen)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        outcomes = list(pool.map(one, range(48)))
+    ids = set()
+    for result, delivered in outcomes:
+        assert result.content == text and delivered == text
+        assert [(c.name, c.arguments) for c in result.tool_calls] == [("write", '{"p": "a.txt", "t": "é😀"}')]
+        assert [(r.trigger, r.source, r.dest, r.guards) for r in result.records] == expected_path
+        assert [r.seq for r in result.records] == list(range(len(expected_path)))
+        assert len({r.request_id for r in result.records}) == 1
+        ids.add(result.records[0].request_id)
+    assert len(ids) == 48
+    by_request: dict[str, list[int]] = {}
+    for record in sink.records:
+        by_request.setdefault(record.request_id, []).append(record.seq)
+    assert all(seqs == list(range(len(expected_path))) for seqs in by_request.values())
+    assert shared_timer().pending() == 0
+
+
+_STALLING_EMULATOR = """
+import sys
+from fsm_agent.testing import Emulator, Scenario, Stall
+with Emulator(default=Scenario.build("Hello.", faults=[Stall(1, seconds=3)])) as emu:
+    print(emu.openai_base_url, flush=True)
+    sys.stdin.read()  # serve until the test closes our stdin
+"""
+
+
+@pytest.fixture
+def stalling_emulator_url() -> Iterator[str]:
+    """An emulator in a child process whose every stream stalls after its first frame: its 200
+    handler threads do not compete with the 200 callers for this process's GIL."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _STALLING_EMULATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        yield child.stdout.readline().strip()
+    finally:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.close()
+        child.wait(10)
+        child.stdout.close()
+
+
+def test_wd4_on_the_shared_timer_with_200_concurrent_sync_requests(stalling_emulator_url: str) -> None:
+    threads_before = set(threading.enumerate())
+    stale = 0.6
+    # stale_giveup=0: 200 stalls in a row must not trip the breaker (WD-3) for the later ones
+    session = fsm_agent.Session(stale_timeout=stale, retries=0, stale_giveup=0)
+    count = 200
+    limits = httpx2.Limits(max_connections=count, max_keepalive_connections=count)
+    client = openai.OpenAI(  # one pool with a connection for each caller
+        base_url=stalling_emulator_url,
+        api_key="sk-test",
+        max_retries=0,
+        http_client=httpx2.Client(limits=limits),
+    )
+    lateness: list[float] = []
+    errors: list[BaseException] = []
+    watchdog_threads: list[int] = []
+    start = threading.Barrier(count)
+    lock = threading.Lock()
+
+    def one(client: Any) -> None:
+        last_activity: list[float] = []
+        stalled_at: list[float] = []
+
+        def on_status(message: str) -> None:
+            if message.startswith("stalled"):
+                stalled_at.append(time.monotonic())
+                names = [t.name for t in threading.enumerate()]
+                with lock:
+                    watchdog_threads.append(names.count("fsm-agent-watchdog"))
+
+        start.wait()
+        started = time.monotonic()
+        try:
+            session.stream(
+                client,
+                params(),
+                on_activity=lambda _: last_activity.append(time.monotonic()),
+                on_status=on_status,
+            )
+        except fsm_agent.StreamStalledError:
+            with lock:
+                # Stalled after the first frame, or (when connecting took long) before it: then the
+                # deadline ran from when the attempt opened, which is no earlier than `started`.
+                deadline = (last_activity[-1] if last_activity else started) + stale
+                lateness.append(stalled_at[0] - deadline)
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(client,), name="test-wd4-caller") for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors, errors[:3]
+    assert len(lateness) == count
+    assert min(lateness) >= -0.01, f"a stall noticed {min(lateness):+.3f} s before its deadline"
+    assert max(lateness) < 0.25, f"a stall noticed {max(lateness):+.3f} s after its deadline (WD-4)"
+    assert set(watchdog_threads) == {1}  # one timer thread for all 200 requests
+    assert shared_timer().pending() == 0
+    assert busy_connections(client) == 0, "a response was left open in the pool"
+    client.close()
+    assert threads_since(threads_before) == []
+
+
+# -- nothing left behind: 10,000 requests, raising in every state --------------------------------------------
+def _frames(scenario: Scenario) -> list[tuple[bytes, str]]:
+    ctx = RequestContext(
+        api="chat", path="/v1/chat/completions", body={"stream": True}, seq=1, created=1, stream=True
+    )
+    return [(frame.data, frame.kind) for frame in ChatWire().stream_frames(scenario, ctx)]
+
+
+def _memory_client(answer: Callable[[], httpx2.Response]) -> openai.OpenAI:
+    """A real openai client whose transport answers from memory (10,000 loopback requests would
+    not fit the test budget; the emulator's own renderer makes the bodies)."""
+    http = httpx2.Client(transport=httpx2.MockTransport(lambda request: answer()))
+    return openai.OpenAI(base_url="http://leak.invalid/v1", api_key="sk", max_retries=2, http_client=http)
+
+
+def _sse(parts: list[bytes]) -> Callable[[], httpx2.Response]:
+    return lambda: httpx2.Response(
+        200, headers={"content-type": "text/event-stream"}, content=b"".join(parts)
+    )
+
+
+class Raise(Exception):
+    pass
+
+
+def _raiser(when: Callable[[Any], bool]) -> Callable[..., None]:
+    def callback(*args: Any) -> None:
+        if when(args[-1]):
+            raise Raise("the caller's callback raised")
+
+    return callback
+
+
+def _cases() -> dict[str, tuple[str, Any, dict[str, Any], dict[str, Any]]]:
+    """state the request raises in -> (client, session settings, stream() keyword arguments)."""
+    full = _frames(SCENARIO)
+    text_and_tool = [data for data, kind in full if kind not in ("finish", "usage", "end")]
+    finished = [data for data, kind in full if kind != "end"]
+    malformed_after_finish = [*finished, b"data: {not json\n\n"]
+    completion = ChatWire().json_body(
+        SCENARIO,
+        RequestContext(api="chat", path="/v1/chat/completions", body={}, seq=1, created=1, stream=False),
+    )
+
+    def fresh_error() -> httpx2.Response:
+        return httpx2.Response(500, json={"error": {"message": "boom", "type": "server_error"}})
+
+    def is_marker(text: Any) -> bool:
+        return isinstance(text, str) and "reconnecting" in text
+
+    return {
+        "done": ("done", _memory_client(_sse([d for d, _ in full])), {}, {}),
+        "idle": ("idle", _memory_client(_sse([d for d, _ in full])), {"stale_giveup": 1}, {}),
+        "connecting": ("connecting", _memory_client(fresh_error), {"retries": 0}, {}),
+        "connecting_interrupt": (
+            "connecting",
+            _memory_client(_sse([d for d, _ in full])),
+            {},
+            {"on_activity": _raiser_base(KeyboardInterrupt)},
+        ),
+        "streaming_text": (
+            "streaming_text",
+            _memory_client(_sse([d for d, _ in full])),
+            {},
+            {"on_text": _raiser(lambda text: True)},
+        ),
+        "streaming_tool": (
+            "streaming_tool",
+            _memory_client(_sse([d for d, _ in full])),
+            {},
+            {"on_tool_call": _raiser(lambda name: True)},
+        ),
+        "finishing": ("finishing", _memory_client(_sse(malformed_after_finish)), {}, {}),
+        "retrying": (
+            "retrying",
+            _memory_client(_sse(text_and_tool)),
+            {"retries": 1},
+            {"on_text": _raiser(is_marker)},
+        ),
+        "stubbing": (
+            "stubbing",
+            _memory_client(_sse(text_and_tool)),
+            {"retries": 0},
+            {"on_text": _raiser(lambda text: "not executed" in text)},
+        ),
+        "fallback": (
+            "fallback",
+            _memory_client(lambda: httpx2.Response(200, json=completion)),
+            {},
+            {"on_text": _raiser(lambda text: True)},
+        ),
+    }
+
+
+def _raiser_base(kind: type[BaseException]) -> Callable[..., None]:
+    def callback(*args: Any) -> None:
+        raise kind()
+
+    return callback
+
+
+def _run_case(
+    case: tuple[str, Any, dict[str, Any], dict[str, Any]], sink: Any = None, session: Any = None
+) -> str:
+    state, client, settings, kwargs = case
+    if session is None:
+        session = fsm_agent.Session(trace=sink, **settings)
+    if state == "idle":
+        session.stale_streak = 1  # the breaker (WD-3) refuses the request before it connects
+    try:
+        session.stream(client, params(), **kwargs)
+    except (Exception, KeyboardInterrupt) as exc:
+        return type(exc).__name__
+    return "finished"
+
+
+def test_each_case_raises_from_the_state_it_names() -> None:
+    for name, case in _cases().items():
+        sink = MemorySink()
+        outcome = _run_case(case, sink)
+        last = sink.records[-1]
+        if name == "done":
+            assert outcome == "finished" and last.dest == "done"
+        else:
+            assert outcome != "finished", name
+            assert (last.source, last.dest) == (case[0], "failed"), (name, last.source, last.dest)
+
+
+@pytest.fixture
+def structlog_unconfigured() -> Iterator[None]:
+    """structlog as an application that never configured it (structlog's `capture_logs`, used by
+    other tests, leaves it configured to print to stdout: 50,000 records would be printed)."""
+    configured, saved = structlog.is_configured(), structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        yield
+    finally:
+        if configured:
+            structlog.configure(**saved)
+
+
+@pytest.mark.timeout(240)  # ~10 s on a quiet machine; the SDK's own request building dominates
+def test_ten_thousand_requests_leave_nothing_behind(structlog_unconfigured: None) -> None:
+    """10,000 requests cycling through the cases (nine in ten raise, one in each state). The gc's
+    object count is compared over all of them; tracemalloc watches the last 2,000 (tracing every
+    allocation of all 10,000 would not fit the test budget; a per-request leak shows in any
+    window), both after a warm-up."""
+    cases = [(case, fsm_agent.Session(**case[2])) for case in _cases().values()]
+    outcomes: dict[str, int] = {}
+
+    def run(count: int) -> None:
+        for i in range(count):
+            case, session = cases[i % len(cases)]
+            outcome = _run_case(case, session=session)
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+    run(3 * len(cases))  # first-use costs: lazy imports, the engine, the SDKs' caches
+    outcomes.clear()
+    gc.collect()
+    objects_before = len(gc.get_objects())
+    run(8_000)
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before, _ = tracemalloc.get_traced_memory()
+        run(2_000)
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    growth_objects = len(gc.get_objects()) - objects_before
+    assert outcomes.get("finished", 0) == 1000 and sum(outcomes.values()) == 10_000
+    assert after - before < 100_000, f"{after - before} bytes more after 2,000 more requests"
+    assert growth_objects < 500, f"{growth_objects} more objects tracked by gc after 10,000 requests"
+    assert engine().models == []
+    assert shared_timer().pending() == 0
+    assert all(not session._in_flight for _, session in cases)
+    assert len(common._no_retry_views) <= len(cases)  # one view per caller's client, no more
+
+
+# -- remembered per client and per model ---------------------------------------------------------------------
+def test_the_no_retries_view_is_made_once_per_client_and_dies_with_it() -> None:
+    client = openai.OpenAI(base_url="http://x.invalid/v1", api_key="sk-1")
+    view = common.without_sdk_retries(client)
+    assert view.max_retries == 0 and client.max_retries == 2
+    assert common.without_sdk_retries(client) is view
+    client.api_key = "sk-2"  # a setting reassigned: a fresh view sees it, as a fresh copy would
+    assert common.without_sdk_retries(client).api_key == "sk-2"
+    size = len(common._no_retry_views)
+    alive = weakref.ref(client)
+    del client, view
+    gc.collect()
+    assert alive() is None  # the remembered view did not keep the client alive
+    assert len(common._no_retry_views) <= size - 1  # and its entry went with it
+
+
+def test_stale_timeout_lookups_are_remembered_and_follow_table_edits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FSM_AGENT_STREAM_STALE_TIMEOUT", raising=False)
+    assert resolve_stale_timeout(None, "o3-mini-2025-01-31") == 300.0
+    assert resolve_stale_timeout(None, "o3-mini-2025-01-31") == 300.0
+    monkeypatch.setitem(REASONING_FLOORS, "o3-mini", 420.0)
+    assert resolve_stale_timeout(None, "o3-mini-2025-01-31") == 420.0
+
+
+# -- import: light, and no other library's globals touched ---------------------------------------------------
+def test_import_is_light_and_touches_no_other_librarys_logger() -> None:
+    code = (
+        "import logging, sys\n"
+        "import fsm_agent\n"
+        "t = logging.getLogger('transitions.core')\n"
+        "lazy = ('structlog', 'rich', 'fsm_agent.trace.replay')\n"
+        "print(t.level, len(t.filters), *(m in sys.modules for m in lazy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "0", "False", "False", "False"]
+
+
+def test_transitions_debug_lines_about_our_machine_are_dropped(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = _openai(emulator)
+    try:
+        with caplog.at_level(logging.DEBUG):
+            fsm_agent.Session().stream(client, params())
+            other = transitions.Machine(states=["a", "b"], initial="a", name="theirs")
+            other.add_transition("go", "a", "b")
+            other.go()  # type: ignore[attr-defined]
+    finally:
+        client.close()
+    ours = [r for r in caplog.records if r.name.startswith("transitions") and MACHINE_NAME in r.getMessage()]
+    theirs = [r for r in caplog.records if r.name.startswith("transitions") and "theirs" in r.getMessage()]
+    assert ours == [] and theirs
