@@ -403,14 +403,16 @@ def test_the_breaker_lets_one_probe_through_and_recovers(emulator: Emulator) -> 
     bench = Bench(APIS["chat_completions"], emulator)
     stall = Scenario.build(ANSWER, faults=[Stall(0, seconds=5, then="drop")])
     bench.script(stall, stall, ok())
-    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=1, retries=0, breaker_cooldown=0.2)
+    # A cooldown of 0.5 s (not less): the refused request must start within it after the stall,
+    # also on a loaded machine; the test then sleeps until the probe is allowed, so it costs ~1 s.
+    session = fsm_agent.Session(stale_timeout=0.3, stale_giveup=1, retries=0, breaker_cooldown=0.5)
     with pytest.raises(fsm_agent.StreamStalledError):
         bench.stream(session)
     with pytest.raises(fsm_agent.ProviderUnresponsiveError) as refused:
         bench.stream(session)
     assert len(emulator.requests) == 1  # refused before connecting
     retry_at = refused.value.retry_at
-    assert retry_at is not None and 0 < retry_at - time.time() <= 0.2
+    assert retry_at is not None and 0 < retry_at - time.time() <= 0.5
     _sleep_until(retry_at)
     with pytest.raises(fsm_agent.StreamStalledError):  # the probe stalls: the breaker re-trips
         bench.stream(session)

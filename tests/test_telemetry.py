@@ -243,6 +243,7 @@ def test_success(otel: Otel, emulator: Emulator, api: Api) -> None:
     start = root.events[0].attributes
     assert start["fsm_agent.guards"] == (
         "breaker_tripped=false",
+        "cooldown_too_long=false",
         "cooling_down=false",
         "streaming_disabled=false",
     )
