@@ -389,8 +389,10 @@ def _run_case(
     state, client, settings, kwargs = case
     if session is None:
         session = fsm_agent.Session(trace=sink, **settings)
-    if state == "idle":
-        session.stale_streak = 1  # the breaker (WD-3) refuses the request before it connects
+    if state == "idle":  # the breaker (WD-3) is open: it refuses the request before it connects
+        helpers.preset_health(
+            session, client, params(), "chat_completions", stall=True, breaker_open_until=time.time() + 60
+        )
     try:
         session.stream(client, params(), **kwargs)
     except (Exception, KeyboardInterrupt) as exc:
