@@ -328,3 +328,33 @@ def test_replay_paces_a_big_call_as_the_live_request_did(leaks: LeakCheck) -> No
     assert fsm_agent.replay(sink, on_tool_args=replayed).matched
     assert replayed.calls == live.calls and live.calls[-1][2] == json.loads(big.arguments)
     leaks.assert_clean()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_gemini_calls_arrive_whole_and_give_their_value_once(emulator: Emulator, mode: str) -> None:
+    """The native Gemini API sends each function call whole (PRV-N): one value per call, the
+    parsed arguments, the two calls kept apart."""
+    genai = pytest.importorskip("google.genai", reason="google-genai is the gemini extra")
+    emulator.script(SCENARIO)
+    client = genai.Client(api_key="AIza-test", http_options={"base_url": emulator.gemini_base_url})
+    params = {"model": "gemini-2.5-flash", "contents": "write it"}
+    seen = Seen()
+
+    async def run_async() -> fsm_agent.StreamResult:
+        try:
+            return await fsm_agent.Session().astream(client.aio, params, on_tool_args=seen)
+        finally:
+            await client.aio.aclose()
+
+    try:
+        if mode == "sync":
+            result = fsm_agent.Session().stream(client, params, on_tool_args=seen)
+        else:
+            result = asyncio.run(run_async())
+    finally:
+        client.close()
+    assert [call.name for call in result.tool_calls] == ["write_file", "search"]
+    assert seen.calls == [
+        (index, call.name, json.loads(call.arguments)) for index, call in enumerate(result.tool_calls)
+    ]
+    assert emulator.wait_idle(2.0)
