@@ -74,7 +74,8 @@ def prepare_routes(
         _name(prepared, routes)
     except BaseException:
         for made in prepared:  # a factory's client made to infer an API is closed again
-            made.source.release()
+            if not is_async_client(made.source.peek()):  # async ones: the caller's arelease()
+                made.source.release()
         raise
     return prepared
 

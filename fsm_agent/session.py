@@ -246,8 +246,9 @@ class Session:
                 `InterruptedError` within 0.2 s (RES-11). `session.interrupt()` does the same for
                 every request in flight.
             on_tool_args: `on_tool_args(index: int, name: str, partial: Any)`, called with a
-                tool call's arguments parsed so far each time they grow (at most once per read),
-                and with the complete value last (ACC-11). Costs nothing when not given.
+                tool call's arguments parsed so far each time they grow (at most once per read or
+                per 64 KiB of it), and with the complete value last (ACC-11). Costs nothing when
+                not given.
 
         Returns:
             The `StreamResult`: text, reasoning, tool calls, usage, and whether it is a stub.
@@ -288,13 +289,9 @@ class Session:
                         result = driver.run()
                         observer.succeeded(result)
             except BaseException as exc:
-                for route in plan.routes:  # a probe a route still holds is settled (BO-7)
-                    if route.link is not None:
-                        route.link.finish(exc)
+                _settle(plan, exc)
                 raise
-            for route in plan.routes:
-                if route.link is not None:
-                    route.link.finish(None)
+            _settle(plan, None)
             return result
 
     async def astream(
@@ -338,8 +335,9 @@ class Session:
                 `InterruptedError` within 0.2 s (RES-11). `session.interrupt()` does the same for
                 every request in flight.
             on_tool_args: `on_tool_args(index: int, name: str, partial: Any)`, called with a
-                tool call's arguments parsed so far each time they grow (at most once per read),
-                and with the complete value last (ACC-11). Costs nothing when not given.
+                tool call's arguments parsed so far each time they grow (at most once per read or
+                per 64 KiB of it), and with the complete value last (ACC-11). Costs nothing when
+                not given.
 
         Returns:
             The `StreamResult`.
@@ -352,10 +350,16 @@ class Session:
         with self._in_flight_as(watchdog):  # SEC-8: before any planning work
             from .drivers.aio import run_async
 
-            target = await _clients_off_the_loop(client_or_factory)
-            plan = self._plan(
-                target, params, api, in_async=True, watch_tool_args=on_tool_args is not None
-            )
+            made: list[ClientSource] = []
+            try:
+                target = await _clients_off_the_loop(client_or_factory, made)
+                plan = self._plan(
+                    target, params, api, in_async=True, watch_tool_args=on_tool_args is not None
+                )
+            except BaseException:
+                for source in made:  # the factories' clients of a request that never started
+                    await source.arelease()
+                raise
             watchdog.stale_timeout = plan.stale_timeout
             self._begin(plan, await plan.link.abegin())
             callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
@@ -372,13 +376,9 @@ class Session:
                         result = await run_async(self, plan, callbacks, watchdog, load_route)
                         observer.succeeded(result)
             except BaseException as exc:
-                for route in plan.routes:  # a probe a route still holds is settled (BO-7)
-                    if route.link is not None:
-                        await route.link.afinish(exc)
+                await _asettle(plan, exc)
                 raise
-            for route in plan.routes:
-                if route.link is not None:
-                    await route.link.afinish(None)
+            await _asettle(plan, None)
             return result
 
     def interrupt(self) -> None:
@@ -567,14 +567,36 @@ def _loaded(index: int, facts: StartFacts) -> RouteLoaded:
     )
 
 
-async def _clients_off_the_loop(target: Any) -> Any:
+def _settle(plan: RequestPlan, error: BaseException | None) -> None:
+    """A probe a route still holds is settled by how the request ended (BO-7); one route's store
+    failing does not keep the others from being settled."""
+    for route in plan.routes:
+        if route.link is not None:
+            try:
+                route.link.finish(error)
+            except Exception:
+                log.warning("settling the health of route %r failed", route.name, exc_info=True)
+
+
+async def _asettle(plan: RequestPlan, error: BaseException | None) -> None:
+    for route in plan.routes:
+        if route.link is not None:
+            try:
+                await route.link.afinish(error)
+            except Exception:
+                log.warning("settling the health of route %r failed", route.name, exc_info=True)
+
+
+async def _clients_off_the_loop(target: Any, made: list[ClientSource]) -> Any:
     """The caller's client, factory or routes, with each factory's first client made without
-    blocking the loop (a coroutine function awaited, a plain one in a worker thread)."""
+    blocking the loop (a coroutine function awaited, a plain one in a worker thread). Every
+    source whose factory ran is added to `made`, so a request that never starts can close them."""
     from .drivers.aio import make_client
 
     async def source_of(client_or_factory: Any) -> ClientSource:
         source = ClientSource(client_or_factory)
         if source.factory is not None:
+            made.append(source)
             source.adopt(await make_client(source.factory))
         return source
 

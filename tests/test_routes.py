@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,8 @@ import pytest
 
 import fsm_agent
 from fsm_agent import Route
+from fsm_agent.endpoint import endpoint_key
+from fsm_agent.health import HealthChange
 from fsm_agent.testing import (
     DropAfter,
     DropMidFrame,
@@ -432,3 +435,44 @@ def test_the_timeline_prints_route_names_without_control_characters(pair: Pair) 
     assert "first\\x1b[2J" in text and "second\\x07" in text  # SEC-7: escaped, never printed raw
     assert "\x1b" not in text and "\x07" not in text
     assert "\x1b" not in text and "\x07" not in text
+
+
+# -- each route's probe is settled by that route's own outcome (BO-7 with routes) ------------------------
+def test_a_probe_that_fails_re_trips_its_route_even_when_the_next_route_answers(pair: Pair) -> None:
+    pair.primary.script(Scenario.build(faults=[HttpError(503)]))
+    pair.second.script(Scenario.build(ANSWER))
+    routes = pair.routes()
+    s = session(retries=0, stale_giveup=1, breaker_cooldown=30)
+    first = routes[0]
+    # The primary's breaker tripped earlier and its cooldown is over: this request is its probe.
+    helpers.preset_health(s, first.client_or_factory, first.params, "chat_completions", stall=True)
+    key = endpoint_key("chat_completions", first.client_or_factory, first.params["model"])
+    s.health.update(key, HealthChange(breaker_open_until=time.time() - 1))
+    result = s.stream(routes)
+    assert result.content == ANSWER and result.route == "anthropic_messages:claude-emulated"
+    health = s.health.get(key)
+    assert health.breaker_open_until > time.time() + 20  # the failed probe re-tripped the primary
+    assert health.probe_until == 0.0  # and freed its slot
+
+
+def test_astream_closes_every_factory_client_when_the_routes_are_refused(pair: Pair) -> None:
+    made: list[Any] = []
+
+    def factory() -> Any:
+        client = openai.AsyncOpenAI(base_url=pair.primary.openai_base_url, api_key="sk-test", max_retries=0)
+        closed: list[bool] = []
+        original = client.close
+
+        async def close() -> None:
+            closed.append(True)
+            await original()
+
+        client.close = close  # type: ignore[method-assign]
+        made.append(closed)
+        return client
+
+    params = {"model": "gpt-4.1", "messages": MESSAGES}
+    routes = [Route(factory, params), Route(factory, "not a dict"), Route(factory, params)]  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        asyncio.run(session().astream(routes))
+    assert made and all(closed == [True] for closed in made), made

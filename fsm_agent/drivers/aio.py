@@ -135,6 +135,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
     async def _load_route(self, index: int) -> Decided:
         """RT-2: go on on route `index`, from its endpoint's health."""
         assert self.load_route is not None
+        await self.health.afinish(self.machine.ctx.error)  # the route left settles its own probe (BO-7)
         self._use_route(index)
         loaded = await self.load_route(index)
         return self._feed_control(loaded)
@@ -307,7 +308,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
     async def _deliver_args(self, t: float | None = None) -> None:
         """ACC-11: each call whose arguments grew, its value so far (raises CallbackError); `t`,
         the read's time, paces very big calls; None delivers every one that grew."""
-        if self.machine.acc.args_due:
+        if self.machine.acc.args_due and not self.watchdog.interrupted:  # SEC-8
             await self.delivery.outputs(self.machine.take_tool_args(t))
 
     async def _deliver(self, output: Any) -> Decided:

@@ -82,6 +82,7 @@ class SyncDriver(DriverCore[Watchdog]):
     def _load_route(self, index: int) -> Decided:
         """RT-2: go on on route `index`, from its endpoint's health."""
         assert self.load_route is not None
+        self.health.finish(self.machine.ctx.error)  # the route left settles its own probe (BO-7)
         self._use_route(index)
         return self._feed_control(self.load_route(index))
 
@@ -204,9 +205,11 @@ class SyncDriver(DriverCore[Watchdog]):
     def _deliver_args(self, t: float | None = None) -> None:
         """ACC-11: each call whose arguments grew, its value so far (raises CallbackError); `t`,
         the read's time, paces very big calls; None delivers every one that grew."""
-        if self.machine.acc.args_due:
-            tool_args = self.cb.tool_args
+        if self.machine.acc.args_due and not self.watchdog.interrupted:
+            tool_args, watchdog = self.cb.tool_args, self.watchdog
             for item in self.machine.take_tool_args(t):
+                if watchdog.interrupted:  # set meanwhile: no callback runs after it (SEC-8)
+                    return
                 tool_args(item.index, item.name, item.value)
 
     # -- delivering to the caller ----------------------------------------------------------------------
