@@ -324,7 +324,8 @@ def test_fsm6_a_silent_fallback_request_is_a_stall(aleaks: AsyncLeakCheck) -> No
 def test_wd1_a_slow_coroutine_callback_is_not_a_stall(aleaks: AsyncLeakCheck) -> None:
     answer = "Hello there, this is a long answer with several words in it."
     aleaks.emulator.script(Scenario.build(answer))
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
+    # 0.5 s, not less: the open phase must see its first event within it on a loaded machine.
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.5)
     statuses: list[str] = []
     calls = 0
 
@@ -332,7 +333,7 @@ def test_wd1_a_slow_coroutine_callback_is_not_a_stall(aleaks: AsyncLeakCheck) ->
         nonlocal calls
         calls += 1
         if calls == 2:
-            await asyncio.sleep(0.6)  # twice the stale timeout, inside the caller's code
+            await asyncio.sleep(1.0)  # twice the stale timeout, inside the caller's code
 
     async def main() -> fsm_agent.StreamResult:
         client = aleaks.client()
