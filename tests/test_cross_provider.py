@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import anthropic
-import boto3
-import botocore.config
-import openai
 import pytest
 from google import genai
 from helpers import INSTANT
+from provider_clients import anthropic_client as _anthropic
+from provider_clients import bedrock_client as _bedrock
+from provider_clients import close_client as _close
+from provider_clients import openai_client as _openai
 
 import fsm_agent
 from fsm_agent.testing import Emulator, Reasoning, Scenario, Text, ToolCall
@@ -31,35 +31,8 @@ SCENARIO = Scenario(
 MESSAGES: Any = [{"role": "user", "content": "weather and time?"}]
 
 
-def _openai(emu: Emulator) -> Any:
-    return openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
-
-
-def _anthropic(emu: Emulator) -> Any:
-    return anthropic.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
-
-
-def _bedrock(emu: Emulator) -> Any:
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=emu.bedrock_endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=botocore.config.Config(retries={"max_attempts": 1}),
-    )
-
-
 def _gemini(emu: Emulator) -> Any:
     return genai.Client(api_key="AIza-test", http_options={"base_url": emu.gemini_base_url})
-
-
-def _close(client: Any) -> None:
-    manager = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_manager", None)
-    if manager is not None:  # boto3: close the pool's idle sockets too
-        for key in list(manager.pools.keys()):
-            manager.pools[key].close()
-    client.close()
 
 
 APIS: dict[str, tuple[Callable[[Emulator], Any], dict[str, Any]]] = {

@@ -15,6 +15,9 @@ import botocore.config
 import helpers
 import openai
 import pytest
+from provider_clients import anthropic_client as _anthropic
+from provider_clients import close_client as _close
+from provider_clients import openai_client as _openai
 
 import fsm_agent
 from fsm_agent import Route
@@ -36,14 +39,6 @@ READ = ToolCall("read_file", '{"path": "config/settings.yaml"}')
 ALERTS = ToolCall("read_alerts", '{"path": "config/alerts.yaml", "level": "warn"}')
 ANSWER = "The service listens on port 8080."
 MESSAGES: Any = [{"role": "user", "content": "where does it listen?"}]
-
-
-def _openai(emu: Emulator) -> Any:
-    return openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
-
-
-def _anthropic(emu: Emulator) -> Any:
-    return anthropic.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
 
 
 def _bedrock(emu: Emulator) -> Any:
@@ -69,14 +64,6 @@ APIS: dict[str, tuple[Callable[[Emulator], Any], dict[str, Any]]] = {
         },
     ),
 }
-
-
-def _close(client: Any) -> None:
-    manager = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_manager", None)
-    if manager is not None:  # boto3: close the pool's idle sockets too
-        for key in list(manager.pools.keys()):
-            manager.pools[key].close()
-    client.close()
 
 
 class Pair:

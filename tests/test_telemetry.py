@@ -12,9 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anthropic
-import boto3
-import botocore.config
 import openai
 import pytest
 from helpers import INSTANT
@@ -22,6 +19,10 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Otel, otel
+from provider_clients import anthropic_client as _anthropic
+from provider_clients import bedrock_client as _bedrock
+from provider_clients import close_client as _close
+from provider_clients import openai_client as _openai
 
 import fsm_agent
 from fsm_agent.testing import (
@@ -42,14 +43,6 @@ __all__ = ["otel"]
 WRITE = ToolCall("write_file", '{"path": "notes.txt", "text": "hello"}', arg_fragment=5)
 
 
-def _close(client: Any) -> None:
-    manager = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_manager", None)
-    if manager is not None:  # boto3: close the pool's idle sockets too
-        for key in list(manager.pools.keys()):
-            manager.pools[key].close()
-    client.close()
-
-
 @dataclass(frozen=True)
 class Api:
     """One API: its client, request, GenAI names, and the fault that makes streaming unavailable."""
@@ -60,25 +53,6 @@ class Api:
     provider: str
     model: str
     unsupported: Fault
-
-
-def _openai(emu: Emulator) -> Any:
-    return openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
-
-
-def _anthropic(emu: Emulator) -> Any:
-    return anthropic.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
-
-
-def _bedrock(emu: Emulator) -> Any:
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=emu.bedrock_endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=botocore.config.Config(retries={"max_attempts": 1}),
-    )
 
 
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-v1:0"

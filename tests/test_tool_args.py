@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
-import boto3
-import botocore.config
 import helpers
 import openai
 import pytest
 from helpers import DONE, LeakCheck, chunk, sse
+from provider_clients import bedrock_client as _bedrock
+from provider_clients import close_client as _close
 from test_partial_json import grows
 
 import fsm_agent
@@ -41,25 +41,6 @@ SCENARIO = Scenario(
 MESSAGES: Any = [{"role": "user", "content": "write it"}]
 
 leaks = helpers.leaks
-
-
-def _bedrock(emu: Emulator) -> Any:
-    return boto3.client(
-        "bedrock-runtime",
-        endpoint_url=emu.bedrock_endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-        config=botocore.config.Config(retries={"max_attempts": 1}),
-    )
-
-
-def _close(client: Any) -> None:
-    manager = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_manager", None)
-    if manager is not None:  # boto3: close the pool's idle sockets too
-        for key in list(manager.pools.keys()):
-            manager.pools[key].close()
-    client.close()
 
 
 async def _aclose(client: Any) -> None:

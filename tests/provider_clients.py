@@ -1,0 +1,41 @@
+"""The SDK clients the tests build against the emulator, one place for every API (real clients over
+loopback, the SDKs' own retries off), and how to close one of any kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import boto3
+import botocore.config
+import openai
+
+from fsm_agent.testing import Emulator
+
+
+def openai_client(emu: Emulator) -> Any:
+    return openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
+
+
+def anthropic_client(emu: Emulator) -> Any:
+    return anthropic.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
+
+
+def bedrock_client(emu: Emulator) -> Any:
+    return boto3.client(
+        "bedrock-runtime",
+        endpoint_url=emu.bedrock_endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=botocore.config.Config(retries={"max_attempts": 1}),
+    )
+
+
+def close_client(client: Any) -> None:
+    """Close a client of any API; boto3's idle pooled sockets too (its close() keeps them)."""
+    manager = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_manager", None)
+    if manager is not None:
+        for key in list(manager.pools.keys()):
+            manager.pools[key].close()
+    client.close()
