@@ -38,6 +38,13 @@ EXPECTED = {
         "'Say hello again.' -> 'Hello!' (stop, 1 attempt(s))",
         "the slow request was cancelled after 0.5 s; its stream is closed",
     ],
+    "routes.py": [
+        "switching to claude: chat_completions:gpt-4.1 failed (HTTP 503",
+        "Red, yellow and blue.",
+        "-> answered by route 'claude' after 3 attempt(s)",
+        "-> routes in the records: ['chat_completions:gpt-4.1', 'claude']",
+        "-> the primary was asked 2 time(s)",
+    ],
     "trace_and_replay.py": [
         "answer: 'Red, green, blue.' after 2 attempt(s); trace: request.jsonl",
         "7 step(s), matched>",
