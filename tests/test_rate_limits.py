@@ -465,11 +465,22 @@ def test_replay_of_waits_matches_without_sleeping_and_what_if_base_0_drops_them(
     assert [source for _, source in recorded] == ["backoff", "retry-after"]
     bench.assert_clean()
 
-    def no_sleep(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("replay slept")
+    # Only this thread may not sleep: the process's watchdog timer thread waits on a condition too.
+    replaying = threading.current_thread()
+    real_sleep, real_wait = time.sleep, threading.Condition.wait
+
+    def no_sleep(seconds: float) -> None:
+        if threading.current_thread() is replaying:
+            raise AssertionError("replay slept")
+        real_sleep(seconds)
+
+    def no_wait(condition: threading.Condition, timeout: float | None = None) -> bool:
+        if threading.current_thread() is replaying:
+            raise AssertionError("replay slept")
+        return real_wait(condition, timeout)
 
     monkeypatch.setattr(time, "sleep", no_sleep)
-    monkeypatch.setattr(threading.Condition, "wait", no_sleep)
+    monkeypatch.setattr(threading.Condition, "wait", no_wait)
     report = fsm_agent.replay(sink)
     assert report.matched and waits([step.replayed for step in report.steps]) == recorded
     # what-if Backoff(base=0): the back-off wait is gone, the server's hint stays
