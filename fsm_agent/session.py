@@ -488,8 +488,8 @@ class Session:
         self, source: ClientSource, api: str, model: str | None, params: dict[str, Any]
     ) -> RequestTelemetry | None:
         """This request's telemetry (OT-1), or None when the session has none."""
-        if self._telemetry is None:
-            return None
+        if self._telemetry is None or not self._telemetry.active():
+            return None  # no provider set: every span and instrument would be a no-op (OT-3)
         try:
             client = source.peek()  # for server.address; the first attempt uses this very client
         except Exception:
