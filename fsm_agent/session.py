@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .backoff import Backoff
-from .drivers.aio_watchdog import LoopWatchdog
 from .drivers.common import Callbacks, ClientSource
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
@@ -346,6 +345,10 @@ class Session:
             TypeError: `params` is not a dict or the client has no known SDK shape.
             InterruptedError: The request was interrupted or its task cancelled (RES-11).
         """
+        # Imported here, not at the top: a process that only streams synchronously never loads
+        # asyncio for it (the first request's imports stay light).
+        from .drivers.aio_watchdog import LoopWatchdog
+
         watchdog = LoopWatchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):  # SEC-8: before any planning work
             from .drivers.aio import run_async
