@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 __all__ = [
@@ -151,6 +150,8 @@ def retry_hint(exc: BaseException, now: float) -> tuple[float, str] | None:
     seconds = _number(raw)
     if seconds is not None:
         return seconds, "retry-after"
+    from email.utils import parsedate_to_datetime  # only for an HTTP-date: ~10 ms off the import
+
     try:
         when = parsedate_to_datetime(raw.strip())
     except (TypeError, ValueError, IndexError, OverflowError):

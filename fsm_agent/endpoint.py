@@ -16,6 +16,7 @@ beyond translating facts; the machine decides.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -43,8 +44,14 @@ def base_url_of(client: Any) -> str:
         raw = getattr(getattr(api_client, "_http_options", None), "base_url", None)
     if raw is None:
         return ""
+    return _canonical_url(str(raw))
+
+
+@functools.lru_cache(maxsize=256)
+def _canonical_url(raw: str) -> str:
+    # A pure function of the string, asked once or more per request: parsed once per URL.
     try:
-        parts = urlsplit(str(raw))
+        parts = urlsplit(raw)
     except ValueError:
         return ""
     host = parts.hostname or ""

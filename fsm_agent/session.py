@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .backoff import Backoff
-from .drivers.aio_watchdog import LoopWatchdog
 from .drivers.common import Callbacks, ClientSource
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
@@ -346,6 +345,10 @@ class Session:
             TypeError: `params` is not a dict or the client has no known SDK shape.
             InterruptedError: The request was interrupted or its task cancelled (RES-11).
         """
+        # Imported here, not at the top: a process that only streams synchronously never loads
+        # asyncio for it (the first request's imports stay light).
+        from .drivers.aio_watchdog import LoopWatchdog
+
         watchdog = LoopWatchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):  # SEC-8: before any planning work
             from .drivers.aio import run_async
@@ -488,8 +491,8 @@ class Session:
         self, source: ClientSource, api: str, model: str | None, params: dict[str, Any]
     ) -> RequestTelemetry | None:
         """This request's telemetry (OT-1), or None when the session has none."""
-        if self._telemetry is None:
-            return None
+        if self._telemetry is None or not self._telemetry.active():
+            return None  # no provider set: every span and instrument would be a no-op (OT-3)
         try:
             client = source.peek()  # for server.address; the first attempt uses this very client
         except Exception:

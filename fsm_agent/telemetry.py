@@ -87,6 +87,35 @@ _DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12,
 _TOKEN_BUCKETS = [float(4**n) for n in range(14)]
 
 
+def _proxy_meter_provider_type() -> type | None:
+    # The API's stand-in meter provider before the application sets one; its class is private,
+    # so it is looked up defensively (None: every provider counts as configured).
+    try:
+        from opentelemetry.metrics import _internal
+    except ImportError:  # pragma: no cover - a future API without the module
+        return None
+    found = getattr(_internal, "_ProxyMeterProvider", None)
+    return found if isinstance(found, type) else None
+
+
+_PROXY_METER_PROVIDER = _proxy_meter_provider_type()
+_UNSET_TRACER_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+_UNSET_METER_PROVIDERS: tuple[type, ...] = (metrics.NoOpMeterProvider,) + (
+    (_PROXY_METER_PROVIDER,) if _PROXY_METER_PROVIDER is not None else ()
+)
+
+
+def sdk_configured() -> bool:
+    """True when the application has set a tracer or a meter provider (the OpenTelemetry SDK, or
+    any other). Until then every span and instrument is a no-op, so a request skips telemetry
+    altogether (OT-3: its cost stays off the request); checked per request, so a provider set
+    later is used from the next request on."""
+    return not (
+        isinstance(trace.get_tracer_provider(), _UNSET_TRACER_PROVIDERS)
+        and isinstance(metrics.get_meter_provider(), _UNSET_METER_PROVIDERS)
+    )
+
+
 def capture_content_from_env() -> bool:
     """The GenAI convention's switch: content is captured only when it says so."""
     return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CAPTURE_ON
@@ -168,6 +197,11 @@ class Telemetry:
     def __init__(self, capture_content: bool | None = None) -> None:
         self.capture_content = capture_content_from_env() if capture_content is None else capture_content
         self._tracer = trace.get_tracer("fsm_agent")
+
+    @staticmethod
+    def active() -> bool:
+        """Whether a request's spans and metrics would go anywhere (see `sdk_configured`)."""
+        return sdk_configured()
 
     def request(
         self, *, api: str, model: str | None, params: Mapping[str, Any], client: Any

@@ -516,3 +516,47 @@ def test_transitions_debug_lines_about_our_machine_are_dropped(
     ours = [r for r in caplog.records if r.name.startswith("transitions") and MACHINE_NAME in r.getMessage()]
     theirs = [r for r in caplog.records if r.name.startswith("transitions") and "theirs" in r.getMessage()]
     assert ours == [] and theirs
+
+
+class _ShapedLikeAClient:
+    """A client of no known SDK: its shape may change, so it is probed every time."""
+
+
+def test_client_shape_answers_are_remembered_only_for_sdk_classes() -> None:
+    odd = _ShapedLikeAClient()
+    assert not common.looks_like_client(odd)
+    odd.messages = object()  # type: ignore[attr-defined]
+    assert common.looks_like_client(odd)
+    del odd.messages  # type: ignore[attr-defined]
+    assert not common.looks_like_client(odd)
+    assert _ShapedLikeAClient not in common._client_classes
+
+    async def create(**kwargs: Any) -> None:
+        return None
+
+    odd.messages = type("Messages", (), {"create": staticmethod(create)})()  # type: ignore[attr-defined]
+    assert common.is_async_client(odd)
+    odd.messages = type("Messages", (), {"create": staticmethod(lambda **kwargs: None)})()  # type: ignore[attr-defined]
+    assert not common.is_async_client(odd)
+    assert _ShapedLikeAClient not in common._async_by_class
+
+    sync = openai.OpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+    aio = openai.AsyncOpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+    bedrock = boto3.client(
+        "bedrock-runtime",
+        endpoint_url="http://127.0.0.1:9",
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+    )
+    try:
+        for client, is_async in ((sync, False), (aio, True), (bedrock, False)):
+            for _ in range(2):  # the second answer comes from the class's memory, and agrees
+                assert common.looks_like_client(client)
+                assert common.is_async_client(client) is is_async
+            assert type(client) in common._client_classes
+            assert common._async_by_class[type(client)] is is_async
+        assert not common.looks_like_client(lambda: sync)  # a factory stays a factory
+    finally:
+        sync.close()
+        bedrock.close()

@@ -51,3 +51,58 @@ def test_nothing_of_opentelemetry_is_imported(case: str) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"content": "Hello there.", "attempts": 2, "loaded": []}
+
+
+UNSET_SCRIPT = r"""
+import json
+import openai
+import fsm_agent
+from fsm_agent import telemetry
+from fsm_agent.testing import Emulator, Scenario
+
+made = []
+class Counting(telemetry.RequestTelemetry):
+    def __init__(self, *args, **kwargs):
+        made.append(1)
+        super().__init__(*args, **kwargs)
+telemetry.RequestTelemetry = Counting  # counts the observers the session makes
+
+params = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+with Emulator(default=Scenario.build("Hello there.")) as emu:
+    client = openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
+    session = fsm_agent.Session()
+    before = session.stream(client, params).content
+    unset = (telemetry.sdk_configured(), len(made))
+
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    after = session.stream(client, params).content  # the same session: the provider is seen now
+    client.close()
+spans = sorted(span.name for span in exporter.get_finished_spans())
+print(json.dumps({"unset": unset, "set": (telemetry.sdk_configured(), len(made)),
+                  "content": [before, after], "spans": spans}))
+"""
+
+
+def test_no_provider_set_means_no_telemetry_work_until_one_is() -> None:
+    """OT-3: until the application sets a tracer or meter provider every span and instrument is a
+    no-op, so a request makes no observer at all; the request after one is set is traced."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", UNSET_SCRIPT], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {
+        "unset": [False, 0],
+        "set": [True, 1],
+        "content": ["Hello there.", "Hello there."],
+        "spans": ["chat gpt-4.1", "fsm_agent.attempt"],
+    }

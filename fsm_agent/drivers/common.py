@@ -189,8 +189,32 @@ _ASYNC_PROBES = (
 )
 
 
+# The SDKs whose client classes have a fixed shape: what the probes below find on one of their
+# clients, they find on every client of that class. Their answers are remembered per class (weakly:
+# botocore makes a class per client it creates), since a probe that misses on a botocore client goes
+# through its event system (~10 us each, several per request). Any other object is probed each time.
+_FIXED_SHAPE_SDKS = frozenset({"openai", "anthropic", "botocore", "google"})
+_async_by_class: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+_client_classes: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def _fixed_shape(cls: type) -> bool:
+    return cls.__module__.split(".", 1)[0] in _FIXED_SHAPE_SDKS
+
+
 def is_async_client(client: Any) -> bool:
     """An SDK client whose calls are coroutines (AsyncOpenAI, AsyncAnthropic, or shaped like them)."""
+    cls = type(client)
+    known = _async_by_class.get(cls)
+    if known is not None:
+        return known
+    answer = _probe_async(client)
+    if _fixed_shape(cls):
+        _async_by_class[cls] = answer
+    return answer
+
+
+def _probe_async(client: Any) -> bool:
     if type(client).__name__.startswith("Async"):
         return True
     for path in _ASYNC_PROBES:
@@ -228,9 +252,15 @@ def check_client(client: Any, *, in_async: bool, api_given: bool = False) -> Non
 
 def looks_like_client(obj: Any) -> bool:
     """An SDK client (as opposed to a zero-argument factory that makes one)."""
-    if any(hasattr(obj, name) for name in ("chat", "messages", "responses", "converse_stream")):
+    cls = type(obj)
+    if cls in _client_classes:
         return True
-    return hasattr(getattr(obj, "models", None), "generate_content_stream")  # google.genai.Client
+    found = any(hasattr(obj, name) for name in ("chat", "messages", "responses", "converse_stream"))
+    if not found:  # google.genai.Client
+        found = hasattr(getattr(obj, "models", None), "generate_content_stream")
+    if found and _fixed_shape(cls):
+        _client_classes.add(cls)
+    return found
 
 
 class ClientSource:
