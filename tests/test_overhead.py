@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import anthropic
 import boto3
 import botocore.config
 import helpers
@@ -32,6 +31,8 @@ import pytest
 import structlog
 import transitions
 from helpers import busy_connections, params, threads_since
+from provider_clients import anthropic_client as _anthropic
+from provider_clients import openai_client as _openai
 
 import fsm_agent
 from fsm_agent.drivers import common
@@ -52,14 +53,6 @@ SCENARIO = Scenario(
     ),
     arg_fragment=4,
 )
-
-
-def _openai(emu: Emulator) -> Any:
-    return openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
-
-
-def _anthropic(emu: Emulator) -> Any:
-    return anthropic.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
 
 
 def _bedrock(emu: Emulator) -> Any:
