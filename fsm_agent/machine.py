@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from transitions import Machine
+from transitions import Machine, Transition
 
 from .guards import GUARDS
 
@@ -273,6 +273,60 @@ class _OwnRoutineLines(logging.Filter):
         )
 
 
+class _TableRow(Transition):
+    """One row of `TABLE` as the engine executes it (the engine's `transition_cls`).
+
+    `transitions.Transition.execute` wraps a row's guards in its callback hooks (prepare, before,
+    after, the states' enter and exit, the machine's before/after state change) and a handful of
+    DEBUG lines. The table uses none of those hooks (`_build_engine` checks it) and the DEBUG lines
+    about this machine are dropped (`_OwnRoutineLines`), so a row is executed as what remains of
+    that method: its guards in order, each a model method named after the guard that must return
+    the wanted value (`Condition.check`), then the destination set on the model's `state`
+    (`Machine.set_state`). The event still chooses the rows from the model's state and stops at
+    the first that moves it (`Event.trigger`).
+    """
+
+    def __init__(self, source: str, dest: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(source, dest, *args, **kwargs)
+        self._dest_state = None if dest is None else State[dest]  # None: an internal transition
+        # (name, wanted value) per guard; the names are checked to be strings at build
+        self._guards: tuple[tuple[Any, bool], ...] = tuple(
+            (condition.func, condition.target) for condition in self.conditions
+        )
+
+    def execute(self, event_data: Any) -> bool:
+        model = event_data.model
+        for name, wanted in self._guards:
+            if getattr(model, name)() != wanted:
+                return False
+        if self._dest_state is not None:
+            model.state = self._dest_state
+        return True
+
+
+def _uses_no_hooks(machine: Machine) -> bool:
+    """True when nothing `_TableRow.execute` leaves out would have run."""
+    machine_hooks = (
+        machine.before_state_change,
+        machine.after_state_change,
+        machine.prepare_event,
+        machine.finalize_event,
+        machine.on_exception,
+        machine.on_final,
+    )
+    rows = [row for event in machine.events.values() for rows in event.transitions.values() for row in rows]
+    return (
+        not any(machine_hooks)
+        and all(not (row.prepare or row.before or row.after) for row in rows)
+        and all(not (state.on_enter or state.on_exit or state.final) for state in machine.states.values())
+        and all(isinstance(condition.func, str) for row in rows for condition in row.conditions)
+    )
+
+
+class _LeanMachine(Machine):
+    transition_cls = _TableRow
+
+
 def engine() -> Machine:
     """The process's one machine running `TABLE` (built on first use; thread-safe)."""
     machine = _engine
@@ -289,7 +343,7 @@ def _build_engine() -> Machine:
             # another library's logger just by being imported.
             # (The engine logs through its module's logger; a parent's filters never see it.)
             logging.getLogger(Machine.__module__).addFilter(_OwnRoutineLines())
-            _engine = Machine(
+            machine = _LeanMachine(
                 model=None,
                 states=State,
                 transitions=TABLE,
@@ -299,6 +353,9 @@ def _build_engine() -> Machine:
                 queued=False,
                 name=MACHINE_NAME,
             )
+            if not _uses_no_hooks(machine):  # a hook added to the table needs the full execute
+                raise RuntimeError("the table uses a transitions hook that _TableRow does not run")
+            _engine = machine
         return _engine
 
 
