@@ -5,13 +5,63 @@ One type for every provider. Pure data: never performs I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 from .reprs import brief_text, fields_repr
 
-__all__ = ["Choice", "StreamResult", "ToolCall", "Usage"]
+__all__ = ["Choice", "Deferred", "StreamResult", "ToolCall", "Usage", "built"]
+
+
+class Deferred:
+    """An SDK object to build from a payload only when someone reads it (`StreamResult.raw`).
+
+    Building an SDK's pydantic model of the final response (an Anthropic `Message`, a Responses
+    `Response`) costs more than the rest of a short request's own work, and most callers never
+    read it; the translator hands over the payload and the builder instead, and the first read of
+    `raw` builds it, once.
+    """
+
+    __slots__ = ("_build", "_payload")
+
+    def __init__(self, build: Callable[[Any], Any], payload: Any) -> None:
+        self._build = build
+        self._payload = payload
+
+    def __call__(self) -> Any:
+        return self._build(self._payload)
+
+    def __eq__(self, other: object) -> bool:  # equal when they would build equal objects
+        if type(other) is not Deferred:
+            return NotImplemented
+        return self._build is other._build and self._payload == other._payload
+
+    __hash__ = None  # type: ignore[assignment]  # equal by payload, which is mutable
+
+    def __repr__(self) -> str:
+        return f"<deferred {getattr(self._build, '__name__', 'build')}(...)>"
+
+
+def built(value: Any) -> Any:
+    """`value`, or what it builds when it is `Deferred`."""
+    return value() if type(value) is Deferred else value
+
+
+class _RawField:
+    """`StreamResult.raw`: stored as given, a `Deferred` built on first read (then kept)."""
+
+    def __get__(self, result: Any, owner: Any = None) -> Any:
+        if result is None:
+            return None  # the dataclass field's default
+        value = result.__dict__.get("_raw")
+        if type(value) is Deferred:
+            value = result.__dict__["_raw"] = value()
+        return value
+
+    def __set__(self, result: Any, value: Any) -> None:
+        result.__dict__["_raw"] = value
 
 
 @dataclass(slots=True, repr=False)
@@ -79,7 +129,7 @@ class Choice:
         )
 
 
-@dataclass(slots=True, repr=False)
+@dataclass(repr=False)  # no slots: `raw` is a descriptor (built on first read)
 class StreamResult:
     """The answer of one request, one type for every provider (see docs/behaviour.md, section 1).
 
@@ -100,7 +150,8 @@ class StreamResult:
         attempts: How many attempts the request took (1 when the first one answered).
         streamed: False when a non-streaming fallback served the answer (RES-9).
         provider_data: Provider-specific extras (e.g. a refusal beside content, ACC-6).
-        raw: The provider-native final object where the SDK builds one (a Response, a Message).
+        raw: The provider-native final object where the SDK builds one (a Response, a Message),
+            built the first time it is read.
         records: This request's transition records (FSM-5), in order.
     """
 
@@ -117,7 +168,7 @@ class StreamResult:
     attempts: int = 0
     streamed: bool = True
     provider_data: dict[str, Any] = field(default_factory=dict)
-    raw: Any = None
+    raw: Any = _RawField()
     records: list[Any] = field(default_factory=list)
     extra_choices: list[Choice] = field(default_factory=list)
     route: str | None = None  # RT-1: the name of the route that answered

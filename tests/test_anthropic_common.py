@@ -40,7 +40,7 @@ from fsm_agent.providers.anthropic import (
     buffered_tools,
     message_events,
 )
-from fsm_agent.result import Usage
+from fsm_agent.result import Usage, built
 from fsm_agent.testing import Keepalives, Scenario, ToolCall
 from fsm_agent.testing import Usage as EmuUsage
 from fsm_agent.testing.anthropic_wire import AnthropicWire
@@ -181,7 +181,7 @@ def test_translator_whole_and_byte_at_a_time_agree() -> None:
     assert FinishReason("tool_calls") in whole
     usage = [e.usage for e in whole if isinstance(e, UsageReport)]
     assert usage == [Usage(input_tokens=120, output_tokens=40, total_tokens=160, cached_tokens=20)]
-    raw = [e.raw for e in whole if isinstance(e, ResponseMeta) and e.raw is not None]
+    raw = [built(e.raw) for e in whole if isinstance(e, ResponseMeta) and e.raw is not None]
     assert len(raw) == 1 and isinstance(raw[0], anthropic.types.Message)
     assert isinstance(whole[-1], StreamEnd) and pipeline.keepalives > 0
 
@@ -296,7 +296,7 @@ def test_unclosed_tool_block_is_validated_and_closed_at_message_delta() -> None:
     translator.payload({"type": "content_block_delta", "index": 0, "delta": delta})
     events = translator.payload({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}})
     assert events[:2] == [ToolCallEnd(0), FinishReason("tool_calls")]
-    assert events[-1].raw.content[0].input == {"a": 1}
+    assert built(events[-1].raw).content[0].input == {"a": 1}
     assert translator.payload({"type": "message_stop"}) == [] and translator.done
 
 

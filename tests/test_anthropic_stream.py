@@ -17,7 +17,7 @@ from helpers import INSTANT, AttemptSpy, Collect, LeakCheck
 from test_anthropic_common import READ, WRITE, SdkStreamClient, ant_client, params, sse_events_sent
 
 import fsm_agent
-from fsm_agent.result import Usage
+from fsm_agent.result import Deferred, Usage
 from fsm_agent.testing import KeepaliveOnly, Keepalives, NonStreamingBody, Scenario, ToolCall
 from fsm_agent.testing import Usage as EmuUsage
 from fsm_agent.testing.faults import NoBlockStop
@@ -66,8 +66,9 @@ def test_prv_a1_text_thinking_and_tool_calls(
     )
     assert result.provider_data["stop_reason"] == "tool_use"
     assert result.provider_data["thinking_signatures"] == ["emu-signature"]
+    assert type(result.__dict__["_raw"]) is Deferred  # not built until read: most callers never do
     raw = result.raw
-    assert isinstance(raw, anthropic.types.Message)
+    assert isinstance(raw, anthropic.types.Message) and result.raw is raw  # built once, then kept
     assert [block.type for block in raw.content] == ["thinking", "text", *["tool_use"] * len(tools)]
     assert raw.content[0].thinking == scenario.reasoning  # type: ignore[union-attr]
     assert raw.content[1].text == scenario.text  # type: ignore[union-attr]

@@ -28,6 +28,7 @@ from fsm_agent.events import (
     UsageReport,
 )
 from fsm_agent.providers.openai_responses import ResponsesTranslator, response_events
+from fsm_agent.result import built
 from fsm_agent.testing import (
     DropAfterBytes,
     EmptyBody,
@@ -159,8 +160,9 @@ def test_translator_recorded_frames(split: str) -> None:
     events = _translate(chunks)
     assert isinstance(events[-1], StreamEnd)
     final_meta = events[9]
-    assert isinstance(final_meta, ResponseMeta) and isinstance(final_meta.raw, Response)
-    assert final_meta.raw.id == "resp_1" and final_meta.raw.status == "completed"
+    assert isinstance(final_meta, ResponseMeta)
+    final = built(final_meta.raw)  # handed over unbuilt: built when the result's `raw` is read
+    assert isinstance(final, Response) and final.id == "resp_1" and final.status == "completed"
     assert [
         e if not isinstance(e, ResponseMeta) else ResponseMeta(e.id, e.model) for e in events[:-1]
     ] == EXPECTED

@@ -3,8 +3,8 @@
 One `AnthropicTranslator` per attempt keeps the attempt's content blocks: a tool's streamed input
 is kept as its fragments and parsed once, when its block stops (never per delta); input that is
 not a JSON object raises `ToolInputError` before the tool is closed, so it is still in flight for
-the guards (PRV-A4). The final `Message` is built once, at `message_delta`, and handed over as
-`ResponseMeta.raw`. Pure: no I/O; `anthropic` is imported only to build that object.
+the guards (PRV-A4). The final `Message` is handed over at `message_delta` as `ResponseMeta.raw`,
+to be built when first read. Pure: no I/O; `anthropic` is imported only to build that object.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..events import (
     UsageReport,
 )
 from ..redact import redact, truncate
-from ..result import Usage
+from ..result import Deferred, Usage
 from ..wire.pipeline import parse_json_payload
 from ..wire.shapes import DICT, INT, LIST, STR, Shape
 from ..wire.sse import SSEFrame
@@ -340,7 +340,7 @@ class AnthropicTranslator:
         body["content"] = [self._blocks[index].content() for index in sorted(self._blocks)]
         body.update({key: value for key, value in delta.items() if key != "type"})
         body["usage"] = dict(self._usage)
-        events.append(ResponseMeta(provider_data=_provider_data(body), raw=build_message(body)))
+        events.append(ResponseMeta(provider_data=_provider_data(body), raw=Deferred(build_message, body)))
         return events
 
     def _message_stop(self, event: dict[str, Any]) -> list[Any]:

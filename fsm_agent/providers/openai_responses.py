@@ -5,10 +5,10 @@ and HTTP status errors), and translates the decoded SSE events â€” plain dicts â
 events: text, reasoning (summary and full text), refusal, function calls (one tool slot per output
 item), finish and usage from `response.completed` / `response.incomplete`, and in-stream
 `response.failed` / `error` as `ProviderStreamError`. The final `Response` object of the SDK is
-handed over as `ResponseMeta.raw`. A client without the raw interface, or one answering with event
-objects or a finished Response, is read by attribute (WIRE-5); opening, sync or async, is
-`base.SDKAdapter`'s. `openai` is imported only to build that final object, lazily. Never decides
-policy.
+handed over as `ResponseMeta.raw`, to be built when first read. A client without the raw
+interface, or one answering with event objects or a finished Response, is read by attribute
+(WIRE-5); opening, sync or async, is `base.SDKAdapter`'s. `openai` is imported only to build that
+final object, lazily. Never decides policy.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..events import (
     ToolCallEnd,
     UsageReport,
 )
-from ..result import Usage
+from ..result import Deferred, Usage
 from ..wire.pipeline import parse_json_payload
 from ..wire.shapes import DICT, INT, STR, Shape
 from ..wire.sse import SSEFrame
@@ -299,7 +299,9 @@ class ResponsesTranslator:
         reason = _finish_for(response.get("status"), response.get("incomplete_details"), self._tools > 0)
         events: list[Any] = [
             ResponseMeta(
-                id=_str(response.get("id")), model=_str(response.get("model")), raw=final_response(response)
+                id=_str(response.get("id")),
+                model=_str(response.get("model")),
+                raw=Deferred(final_response, response),
             ),
             FinishReason(reason),
         ]

@@ -41,7 +41,7 @@ from ..events import (
     WaitOver,
 )
 from ..redact import redact, truncate
-from ..result import Usage
+from ..result import Usage, built
 
 __all__ = [
     "EVENT_KINDS",
@@ -158,7 +158,7 @@ def _meta_fields(event: ResponseMeta) -> dict[str, Any]:
     if event.provider_data is not None:
         out["provider_data"] = _plain(event.provider_data)
     if event.raw is not None:  # an SDK object: only its type is kept
-        out["raw"] = {"type": type(event.raw).__name__}
+        out["raw"] = {"type": type(built(event.raw)).__name__}
     return out
 
 
