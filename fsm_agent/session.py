@@ -9,14 +9,13 @@ the endpoint of the session's latest request. The session never reads the wire i
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
 import os
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -65,7 +64,6 @@ class RequestPlan:
     model: str | None
     routes: list[PreparedRoute]  # RT-1: the first is the one `source`, `adapter`, `params`, `link` belong to
     telemetry: RequestTelemetry | None = None  # OT-1: this request's spans and metrics
-
 
 
 _UNSUPPORTED_MODES = ("fallback", "raise")
@@ -476,16 +474,9 @@ class Session:
             self._latest = link.key
         return _loaded(index, await link.abegin())
 
-    @contextlib.contextmanager
-    def _in_flight_as(self, handle: Interruptible) -> Iterator[None]:
+    def _in_flight_as(self, handle: Interruptible) -> _InFlight:
         """Register a request so that session.interrupt() reaches it while it runs."""
-        with self._lock:
-            self._in_flight.add(handle)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._in_flight.discard(handle)
+        return _InFlight(self._lock, self._in_flight, handle)
 
     def _observe(
         self, source: ClientSource, api: str, model: str | None, params: dict[str, Any]
@@ -534,6 +525,27 @@ class Session:
             recorder.attach(machine)
             tap.watch(recorder)
         return machine
+
+
+class _InFlight:
+    """`Session._in_flight_as`: a request in the session's in-flight set while the block runs.
+
+    A class rather than a generator-based context manager: one small object per request, and no
+    generator frame to keep alive while hundreds of requests are in flight.
+    """
+
+    __slots__ = ("_handle", "_lock", "_registry")
+
+    def __init__(self, lock: threading.Lock, registry: set[Interruptible], handle: Interruptible) -> None:
+        self._lock, self._registry, self._handle = lock, registry, handle
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self._registry.add(self._handle)
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._registry.discard(self._handle)
 
 
 def _both(

@@ -13,7 +13,6 @@ keeps only its I/O. Never performs I/O, never blocks, never decides policy (that
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -36,7 +35,6 @@ __all__ = ["Decided", "DriverCore", "WatchdogState"]
 Decided = tuple[Any, ...]  # what the machine returned: actions, and wire events to deliver
 # Actions that wait on the world: an interrupt noticed before one of them wins over it (RES-11).
 _IO_BOUND = (act.OpenAttempt, act.RunFallback, act.Wait, act.LoadRoute)
-
 
 
 class WatchdogState(Protocol):
@@ -111,9 +109,9 @@ class DriverCore(Generic[W]):
         deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
         `TextDelta`). A delivery's decision (a content callback raised) replaces what was left.
         """
-        pending: deque[Any] = deque(self._feed(Start()))
+        pending: list[Any] = list(self._feed(Start()))  # a few at a time: a list is smaller than a deque
         while pending:
-            action = pending.popleft()
+            action = pending.pop(0)
             kind = type(action)
             if kind is act.Finish:
                 result: StreamResult = action.result
@@ -201,7 +199,6 @@ class DriverCore(Generic[W]):
         if attempt.limit is not None:
             attempt.limit(self.max_bytes)
         return attempt
-
 
     def _end_objects(self, translator: Translator, count: int) -> Decided:
         complete: bool = translator.done
