@@ -24,7 +24,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from transitions import Machine, Transition
+from transitions import Machine, MachineError, Transition
+from transitions.core import Event
 
 from .guards import GUARDS
 
@@ -59,6 +60,12 @@ class State(enum.Enum):
 
 
 S = State
+
+# A state's name and value as plain dict lookups (an Enum's `.name` and `.value` are properties,
+# read on every transition).
+STATE_NAMES: dict[State, str] = {state: state.name for state in State}
+STATE_VALUES: dict[State, str] = {state: state.value for state in State}
+
 # States in which an attempt's stream is open and the watchdog is armed.
 LIVE = (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING)
 TERMINAL = (S.DONE, S.FAILED)
@@ -304,6 +311,29 @@ class _TableRow(Transition):
         return True
 
 
+class _TableEvent(Event):
+    """A trigger of `TABLE` as the engine fires it (the engine's `event_cls`).
+
+    `Event.trigger` is transitions' own: it wraps the model in an `EventData` and runs the event
+    through `Machine._process`. What that runs, `Event._trigger`, is kept to what the table uses:
+    the rows of the trigger from the model's state, tried in order until one moves it
+    (`_TableRow.execute`), and transitions' `MachineError` when no row starts there (FSM-2). The
+    machine-wide hooks it would also call (prepare_event, finalize_event, on_exception) are
+    checked absent when the engine is built, like the rows' own.
+    """
+
+    def _trigger(self, event_data: Any) -> bool:
+        name = STATE_NAMES[event_data.model.state]
+        rows = self.transitions.get(name)
+        if rows is None:
+            raise MachineError(f"{MACHINE_NAME}: Can't trigger event {self.name} from state {name}!")
+        for row in rows:
+            if row.execute(event_data):
+                event_data.result = True
+                return True
+        return False
+
+
 def _uses_no_hooks(machine: Machine) -> bool:
     """True when nothing `_TableRow.execute` leaves out would have run."""
     machine_hooks = (
@@ -325,6 +355,7 @@ def _uses_no_hooks(machine: Machine) -> bool:
 
 class _LeanMachine(Machine):
     transition_cls = _TableRow
+    event_cls = _TableEvent
 
 
 def engine() -> Machine:

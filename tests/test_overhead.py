@@ -154,6 +154,8 @@ def test_the_engine_executes_rows_without_hooks_and_refuses_a_table_with_one() -
         auto_transitions=False,
     )
     assert machine_module._uses_no_hooks(plain)
+    events = {type(event) for event in engine().events.values()}
+    assert events == {machine_module._TableEvent}
 
 
 def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
