@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .actions import Remember
 from .errors import ErrorKind, classify
 from .health import EndpointHealth, EndpointKey, HealthChange, HealthStore
+from .urls import url_text
 
 __all__ = ["EndpointLink", "HealthSettings", "StartFacts", "base_url_of", "endpoint_key"]
 
@@ -44,7 +45,7 @@ def base_url_of(client: Any) -> str:
         raw = getattr(getattr(api_client, "_http_options", None), "base_url", None)
     if raw is None:
         return ""
-    return _canonical_url(str(raw))
+    return _canonical_url(url_text(raw))
 
 
 @functools.lru_cache(maxsize=256)

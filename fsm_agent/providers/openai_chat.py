@@ -10,6 +10,7 @@ shaped like it works. How an attempt is opened, sync or async (`AsyncOpenAI`), i
 
 from __future__ import annotations
 
+import functools
 import json
 from functools import partial
 from typing import Any
@@ -28,6 +29,7 @@ from ..events import (
     UsageReport,
 )
 from ..result import Usage
+from ..urls import url_text
 from ..wire.pipeline import parse_json_payload
 from ..wire.shapes import DICT, INT, STR, Shape
 from ..wire.sse import SSEFrame
@@ -40,7 +42,12 @@ _GEMINI_HOST = "generativelanguage.googleapis.com"
 
 def is_native_gemini(base_url: object) -> bool:
     """RES-8: Gemini's native endpoint rejects stream_options; its /openai endpoint accepts it."""
-    parts = urlsplit(str(base_url))
+    return _is_native_gemini(url_text(base_url))
+
+
+@functools.lru_cache(maxsize=256)
+def _is_native_gemini(url: str) -> bool:  # asked on every request: parsed once per URL
+    parts = urlsplit(url)
     return parts.hostname == _GEMINI_HOST and not parts.path.rstrip("/").endswith("/openai")
 
 
