@@ -217,7 +217,9 @@ class Watchdog:
         self._user_event = interrupt_event
         self._timer = timer if timer is not None else _TIMER
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)  # a back-off wait (BO-4) sleeps on it
+        # A back-off wait (BO-4) sleeps on a condition of `_lock`, made by the first wait: most
+        # requests never wait.
+        self._cond: threading.Condition | None = None
         self._abort: Callable[[], None] | None = None
         self._last_activity = 0.0
         self._held_since: float | None = None
@@ -277,14 +279,17 @@ class Watchdog:
         """Sleep `seconds` unless interrupted first (BO-4); True when interrupted. Wakes at once on
         `interrupt()`; looks at a caller's own `threading.Event` every 50 ms (it cannot notify)."""
         deadline = time.monotonic() + seconds
-        with self._cond:
+        with self._lock:  # the condition's own lock: made and waited on under it
+            cond = self._cond
+            if cond is None:
+                cond = self._cond = threading.Condition(self._lock)
             while not self.interrupted:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 if self._user_event is not None:
                     remaining = min(remaining, _USER_EVENT_POLL)
-                self._cond.wait(remaining)
+                cond.wait(remaining)
             return True
 
     # -- called from any thread ----------------------------------------------------------------------
@@ -292,7 +297,8 @@ class Watchdog:
         with self._lock:
             self._interrupted = True
             stopped = self._stopped
-            self._cond.notify_all()  # a back-off wait ends at once (RES-11)
+            if self._cond is not None:
+                self._cond.notify_all()  # a back-off wait ends at once (RES-11)
         if not stopped:
             self._timer.schedule(self, time.monotonic())
 
