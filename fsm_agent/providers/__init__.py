@@ -43,11 +43,18 @@ _ADAPTERS = {
 }
 
 
+_adapter_classes: dict[str, Any] = {}  # api -> its adapter class, once its module is imported
+
+
 def adapter_for(api: str) -> ProviderAdapter:
-    try:
-        module_name, class_name = _ADAPTERS[api]
-    except KeyError:
-        raise ValueError(f"unknown api {api!r}; expected one of {', '.join(APIS)}") from None
-    module = importlib.import_module(f"{__name__}.{module_name}")
-    adapter: ProviderAdapter = getattr(module, class_name)()
+    """A fresh adapter for `api` (its module imported on first use only)."""
+    cls = _adapter_classes.get(api)
+    if cls is None:
+        try:
+            module_name, class_name = _ADAPTERS[api]
+        except KeyError:
+            raise ValueError(f"unknown api {api!r}; expected one of {', '.join(APIS)}") from None
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        cls = _adapter_classes[api] = getattr(module, class_name)
+    adapter: ProviderAdapter = cls()
     return adapter
