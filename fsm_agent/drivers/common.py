@@ -340,8 +340,17 @@ def without_sdk_retries(client: Any) -> Any:
     The copy is made once per client and kept while the client lives (weakly: it never keeps a
     client alive). boto3 clients keep their own retry configuration (documented).
     """
+    cls = type(client)
+    if cls in _viewless_classes:
+        return client
     with_options = getattr(client, "with_options", None)
-    if not callable(with_options) or not getattr(client, "max_retries", 0):
+    if not callable(with_options):
+        # A boto3 client: no with_options on any client of its class, and asking costs a trip
+        # through botocore's event system (its __getattr__) on every attempt; remembered per class.
+        if _fixed_shape(cls):
+            _viewless_classes.add(cls)
+        return client
+    if not getattr(client, "max_retries", 0):
         return client
     fingerprint = _fingerprint(client)
     try:
@@ -369,6 +378,8 @@ def _fingerprint(client: Any) -> tuple[int, ...]:
 # client -> (its fingerprint, its no-retries view). The view shares the client's connection pool but holds no
 # reference to the client itself, so the entry goes when the caller drops the client.
 _no_retry_views: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+# SDK client classes (fixed shape) that have no `with_options`: their clients are used as they are.
+_viewless_classes: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def _close_client(client: Any) -> None:

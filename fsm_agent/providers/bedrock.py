@@ -184,9 +184,9 @@ class BedrockTranslator:
 
     def payload(self, event: Any) -> list[Any]:
         if type(event) is dict:
-            for key, body in event.items():
-                if _is_exception_key(key):
-                    raise in_stream_error(key, body)
+            for key in event:
+                if key not in _HANDLERS and _is_exception_key(key):
+                    raise in_stream_error(key, event[key])
         EVENT.check(event, _WHAT)
         events: list[Any] = []
         for key, body in event.items():
