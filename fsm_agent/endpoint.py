@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .actions import Remember
 from .errors import ErrorKind, classify
 from .health import EndpointHealth, EndpointKey, HealthChange, HealthStore
-from .urls import url_text
+from .urls import is_botocore_client, url_text
 
 __all__ = ["EndpointLink", "HealthSettings", "StartFacts", "base_url_of", "endpoint_key"]
 
@@ -36,7 +36,7 @@ def base_url_of(client: Any) -> str:
     openai / anthropic clients have `base_url`; boto3 clients `meta.endpoint_url`; google-genai
     clients their `http_options.base_url`.
     """
-    raw = getattr(client, "base_url", None)
+    raw = None if is_botocore_client(client) else getattr(client, "base_url", None)
     if raw is None:
         meta = getattr(client, "meta", None)
         raw = getattr(meta, "endpoint_url", None)

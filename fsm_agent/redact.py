@@ -15,6 +15,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from .urls import is_botocore_client
+
 __all__ = [
     "SECRET_HEADERS",
     "redact",
@@ -70,8 +72,9 @@ def remember_secret(value: object) -> None:
 def remember_client_secrets(client: Any) -> None:
     """Read the credentials of an SDK client once and remember them for redaction: `api_key`
     (openai, anthropic and alike), and a boto3 client's AWS secret key and session token."""
-    for name in ("api_key", "auth_token"):
-        remember_secret(_plain_attribute(client, name))
+    if not is_botocore_client(client):  # a boto3 client has neither: asking costs a botocore hook trip
+        for name in ("api_key", "auth_token"):
+            remember_secret(_plain_attribute(client, name))
     credentials = _plain_attribute(_plain_attribute(client, "_request_signer"), "_credentials")
     if credentials is not None:
         for name in ("secret_key", "token"):

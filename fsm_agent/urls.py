@@ -1,4 +1,4 @@
-"""The text of a client's base URL, asked several times per request: converted once per URL object.
+"""A client's base URL as the session reads it, several times per request, cheaply.
 
 An SDK client's `base_url` is an `httpx.URL` (or `httpx2.URL`) whose `str()` rebuilds the text on
 every call; the session asks for it to name the endpoint, to choose the SDK's native errors and to
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["url_text"]
+__all__ = ["is_botocore_client", "url_text"]
 
 _MAX_REMEMBERED = 256
 # id(url object) -> (the object, its text). The object is held so its id is never reused meanwhile.
@@ -28,3 +28,9 @@ def url_text(raw: Any) -> str:
         _texts.clear()  # many clients: start over rather than grow without bound
     _texts[id(raw)] = (raw, text)
     return text
+
+
+def is_botocore_client(client: Any) -> bool:
+    """A boto3/botocore client: its base URL is `meta.endpoint_url`, and asking it for an attribute
+    it lacks (`base_url`, `api_key`) runs botocore's `__getattr__` hook chain (a few µs each)."""
+    return type(client).__module__ == "botocore.client"

@@ -24,7 +24,7 @@ from typing import Any
 from ..backoff import retry_hint
 from ..errors import sdk_native
 from ..events import AttemptFailed, Interrupt, StaleTimeout
-from ..urls import url_text
+from ..urls import is_botocore_client, url_text
 
 __all__ = [
     "CallbackError",
@@ -307,7 +307,7 @@ class ClientSource:
 
     def _note(self, client: Any) -> None:
         self.sdk = sys.modules.get(type(client).__module__.split(".", 1)[0])
-        base_url = getattr(client, "base_url", None)
+        base_url = None if is_botocore_client(client) else getattr(client, "base_url", None)
         self.base_url = url_text(base_url) if base_url is not None else None
 
     def native(self, error: BaseException) -> BaseException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..urls import is_botocore_client
 from .base import ProviderAdapter
 
 __all__ = ["APIS", "adapter_for", "infer_api"]
@@ -15,6 +16,8 @@ APIS = ("chat_completions", "responses", "anthropic_messages", "bedrock_converse
 def infer_api(client: Any, params: dict[str, Any] | None = None) -> str:
     """The API a client speaks, from its type; for OpenAI clients, Responses when the params are
     shaped for it (`input` and no `messages`), else Chat Completions."""
+    if is_botocore_client(client) and hasattr(client, "converse_stream"):
+        return "bedrock_converse"  # before the probes below: each miss is a botocore hook trip
     module = type(client).__module__.split(".", 1)[0]
     if type(client).__module__.startswith("google.genai") or _is_genai_shaped(client):
         return "gemini_generate_content"  # PRV-N: genai.Client and its .aio
