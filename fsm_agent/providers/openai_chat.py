@@ -157,6 +157,59 @@ class ChatTranslator:
         return self.payload(chunk)
 
     def payload(self, chunk: Any) -> list[Any]:
+        events = self._hot(chunk)
+        if events is not None:
+            return events
+        return self.payload_checked(chunk)
+
+    def _hot(self, chunk: Any) -> list[Any] | None:
+        """The common chunk, checked and translated in one pass: one choice, index 0, a delta with
+        text content only (and nulls), no finish reason, no usage, no error. It reads every field
+        `CHUNK` declares, so what it accepts is what `CHUNK.check` accepts, and it gives the events
+        `payload_checked` gives; any other chunk (well-formed or not) answers None, and goes
+        through the full check and the general translation, which raise the same errors as ever."""
+        if type(chunk) is not dict:
+            return None
+        get = chunk.get
+        choices = get("choices")
+        if type(choices) is not list or len(choices) != 1 or get("usage") is not None or get("error"):
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("finish_reason") is not None:
+            return None
+        index = choice.get("index")
+        if index is not None and (type(index) is not int or index):
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            return None
+        get_delta = delta.get
+        content = get_delta("content")
+        if (
+            type(content) is not str
+            or get_delta("reasoning_content") is not None
+            or get_delta("reasoning") is not None
+            or get_delta("refusal") is not None
+            or get_delta("tool_calls") is not None
+        ):
+            return None
+        response_id = get("id")
+        model = get("model")
+        if (response_id is not None and type(response_id) is not str) or (
+            model is not None and type(model) is not str
+        ):
+            return None
+        events: list[Any] = []
+        identity = (response_id, model)
+        if identity != self._identity and identity != (None, None):
+            self._identity = identity
+            events.append(ResponseMeta(id=response_id, model=model))
+        if content:
+            events.append(TextDelta(content))
+        return events
+
+    def payload_checked(self, chunk: Any) -> list[Any]:
+        """Any chunk: the full shape check (SEC-4), then the general translation."""
         if type(chunk) is dict and chunk.get("error"):
             raise _error_event(chunk["error"])
         CHUNK.check(chunk, _WHAT)
