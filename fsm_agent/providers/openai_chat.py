@@ -28,8 +28,7 @@ from ..events import (
     UsageReport,
 )
 from ..result import Usage
-from ..wire.pipeline import parse_json_payload
-from ..wire.shapes import DICT, INT, STR, Shape
+from ..wire.shapes import DICT, INT, STR, Shape, parse_json
 from ..wire.sse import SSEFrame
 from .base import SDKAdapter, as_plain, malformed
 
@@ -150,11 +149,12 @@ class ChatTranslator:
         if data == "[DONE]":
             self.done = True
             return []
-        chunk = parse_json_payload(data)
-        if frame.event == "error":  # ACC-10: an SSE error event, whatever its payload's shape
+        chunk = parse_json(data, "stream frame")
+        if frame.event is not None and frame.event == "error":  # ACC-10: an SSE error event, whatever its payload's shape
             inner = chunk.get("error") if isinstance(chunk, dict) else None
             raise _error_event(inner or chunk)
-        return self.payload(chunk)
+        events = self._hot(chunk)
+        return self.payload_checked(chunk) if events is None else events
 
     def payload(self, chunk: Any) -> list[Any]:
         events = self._hot(chunk)
@@ -185,9 +185,10 @@ class ChatTranslator:
             return None
         get_delta = delta.get
         content = get_delta("content")
-        if (
-            type(content) is not str
-            or get_delta("reasoning_content") is not None
+        if type(content) is not str:
+            return None
+        if len(delta) != 1 and (  # a delta of content alone has none of the other fields
+            get_delta("reasoning_content") is not None
             or get_delta("reasoning") is not None
             or get_delta("refusal") is not None
             or get_delta("tool_calls") is not None
@@ -199,10 +200,12 @@ class ChatTranslator:
             model is not None and type(model) is not str
         ):
             return None
+        last = self._identity
+        if last is not None and response_id == last[0] and model == last[1]:  # the usual repeat
+            return [TextDelta(content)] if content else []
         events: list[Any] = []
-        identity = (response_id, model)
-        if identity != self._identity and identity != (None, None):
-            self._identity = identity
+        if response_id is not None or model is not None:
+            self._identity = (response_id, model)
             events.append(ResponseMeta(id=response_id, model=model))
         if content:
             events.append(TextDelta(content))

@@ -165,7 +165,7 @@ class SSEDecoder:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
-        if not self._partial and not self._in_block and chunk[-2:] == b"\n\n":
+        if chunk.endswith(b"\n\n") and not self._partial and not self._in_block:
             frame = self._one_frame(chunk)
             if frame is not None:
                 return [frame]
@@ -214,34 +214,32 @@ class SSEDecoder:
 
     def _one_frame(self, chunk: bytes) -> SSEFrame | None:
         """The common read, decoded without the general line machinery: exactly one block
-        `[event: NAME\n]data: TEXT\n\n`, starting a block, LF-terminated, valid UTF-8, every
-        line within the limit. None for anything else (the general path then reads it, and gives
+        `[event: NAME\n]data: TEXT\n\n`, starting a block, LF-terminated, valid UTF-8, no longer
+        than the line limit. None for anything else (the general path then reads it, and gives
         the same frame and state for what this accepts)."""
         size = len(chunk)
-        first = chunk.find(b"\n")
-        if chunk.startswith(b"data: "):
-            if first != size - 2:
-                return None
-            event = None
-            start = 6
-        elif chunk.startswith(b"event: "):
-            second = chunk.find(b"\n", first + 1)
-            if second != size - 2 or not chunk.startswith(b"data: ", first + 1):
-                return None
-            event = chunk[7:first]
-            start = first + 7
-        else:
-            return None
         max_line = self._max_line
-        if b"\r" in chunk or (max_line is not None and (first > max_line or size - 2 - first - 1 > max_line)):
+        if (max_line is not None and size - 2 > max_line) or b"\r" in chunk:
             return None
+        first = chunk.find(b"\n")
         try:
-            data = chunk[start:-2].decode("utf-8")
-            name = event.decode("utf-8") if event else None
+            if first == size - 2:
+                if not chunk.startswith(b"data: "):
+                    return None
+                frame = _frame(None, chunk[6:-2].decode("utf-8"), None, None)
+            elif (
+                chunk.startswith(b"event: ")
+                and chunk.find(b"\n", first + 1) == size - 2
+                and chunk.startswith(b"data: ", first + 1)
+            ):
+                event = chunk[7:first].decode("utf-8") or None
+                frame = _frame(event, chunk[first + 7 : -2].decode("utf-8"), None, None)
+            else:
+                return None
         except UnicodeDecodeError:
             return None
         self._consumed += size
-        return _frame(name, data, None, None)
+        return frame
 
     def _strip_bom(self, chunk: bytes) -> bytes:
         self._partial += chunk
