@@ -150,7 +150,8 @@ class ChatTranslator:
             self.done = True
             return []
         chunk = parse_json(data, "stream frame")
-        if frame.event is not None and frame.event == "error":  # ACC-10: an SSE error event, whatever its payload's shape
+        event = frame.event
+        if event is not None and event == "error":  # ACC-10: an SSE error event, whatever its payload
             inner = chunk.get("error") if isinstance(chunk, dict) else None
             raise _error_event(inner or chunk)
         events = self._hot(chunk)
