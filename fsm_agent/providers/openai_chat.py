@@ -186,14 +186,22 @@ class ChatTranslator:
             return None
         get_delta = delta.get
         content = get_delta("content")
-        if type(content) is not str:
-            return None
-        if len(delta) != 1 and (  # a delta of content alone has none of the other fields
-            get_delta("reasoning_content") is not None
-            or get_delta("reasoning") is not None
-            or get_delta("refusal") is not None
-            or get_delta("tool_calls") is not None
-        ):
+        event: TextDelta | ToolCallDelta | None = None
+        if type(content) is str:
+            if len(delta) != 1 and (  # a delta of content alone has none of the other fields
+                get_delta("reasoning_content") is not None
+                or get_delta("reasoning") is not None
+                or get_delta("refusal") is not None
+                or get_delta("tool_calls") is not None
+            ):
+                return None
+            if content:
+                event = TextDelta(content)
+        elif len(delta) == 1:  # a delta of one tool call's next arguments, alone
+            event = _hot_tool_fragment(get_delta("tool_calls"))
+            if event is None:
+                return None
+        else:
             return None
         response_id = get("id")
         model = get("model")
@@ -203,13 +211,13 @@ class ChatTranslator:
             return None
         last = self._identity
         if last is not None and response_id == last[0] and model == last[1]:  # the usual repeat
-            return [TextDelta(content)] if content else []
+            return [event] if event is not None else []
         events: list[Any] = []
         if response_id is not None or model is not None:
             self._identity = (response_id, model)
             events.append(ResponseMeta(id=response_id, model=model))
-        if content:
-            events.append(TextDelta(content))
+        if event is not None:
+            events.append(event)
         return events
 
     def payload_checked(self, chunk: Any) -> list[Any]:
@@ -241,6 +249,29 @@ class ChatTranslator:
         if usage:
             events.append(UsageReport(_usage(usage)))
         return events
+
+
+def _hot_tool_fragment(calls: object) -> ToolCallDelta | None:
+    """`_tool_delta` of the common tool-call delta, one call's next arguments (an index, a function
+    with arguments only), checked as `_TOOL_CALL` would; None for anything else."""
+    if type(calls) is not list or len(calls) != 1:
+        return None
+    call = calls[0]
+    if type(call) is not dict:
+        return None
+    index = call.get("index")
+    function = call.get("function")
+    if type(index) is not int or type(function) is not dict:
+        return None
+    arguments = function.get("arguments")
+    if (
+        type(arguments) is not str
+        or function.get("name") is not None
+        or call.get("id") is not None
+        or call.get("extra_content") is not None
+    ):
+        return None
+    return ToolCallDelta(index=index, id=None, name=None, arguments=arguments, extra=None)
 
 
 def _extra_choice(index: int, message: dict[str, Any] | None, reason: str | None) -> list[Any]:

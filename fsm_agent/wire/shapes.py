@@ -230,7 +230,7 @@ _decode = _decoder.decode
 # (~0.8 µs a payload). A provider's payload has no surrounding whitespace, so the scanner is tried
 # first and its answer taken only when it consumed the whole text; anything else (leading or
 # trailing text, any error) goes through `decode()`, which raises exactly what it always raised.
-_scan_once: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once
+_scan_once: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once  # type: ignore[attr-defined]
 
 
 def parse_json(data: str | bytes, what: str) -> Any:
