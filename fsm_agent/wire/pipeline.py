@@ -118,9 +118,10 @@ class WirePipeline:
             if not frame.data:  # a keepalive (SSEFrame.is_keepalive, without the property's call)
                 self.keepalives += 1
                 continue
+            name = frame.event
             if on_activity is not None:
-                on_activity(frame.event or "message")
-            if frame.event == "ping":
+                on_activity(name or "message")
+            if name is not None and name == "ping":
                 # A provider ping is an event for the caller's liveness monitor, but neither
                 # content nor watchdog activity: pings alone never keep a dead stream alive.
                 self.keepalives += 1
