@@ -289,5 +289,5 @@ def test_sse_one_block_read_is_the_general_decoding(blocks: list[bytes], max_lin
 
 def test_sse_one_block_reads_are_decoded() -> None:
     decoder = SSEDecoder(max_line_bytes=64)
-    assert decoder._one_frame(b"data: {}\n\n") is not None
-    assert decoder._one_frame(b"event: delta\ndata: {}\n\n") is not None
+    assert decoder._one_block(b"data: {}\n\n") is not None
+    assert decoder._one_block(b"event: delta\ndata: {}\n\n") is not None

@@ -22,6 +22,7 @@ from ..events import (
     ToolCallDelta,
     ToolCallEnd,
     UsageReport,
+    text_delta,
 )
 from ..redact import redact, truncate
 from ..result import Usage
@@ -243,7 +244,7 @@ class AnthropicTranslator:
             if type(text) is not str:
                 return None
             block.parts.append(text)
-            return [TextDelta(text)]
+            return [text_delta(text)]
         if kind == "input_json_delta":
             fragment = delta.get("partial_json")
             if type(fragment) is not str:

@@ -26,6 +26,7 @@ from ..events import (
     TextDelta,
     ToolCallDelta,
     UsageReport,
+    text_delta,
 )
 from ..result import Usage
 from ..wire.shapes import DICT, INT, STR, Shape, parse_json
@@ -196,7 +197,7 @@ class ChatTranslator:
             ):
                 return None
             if content:
-                event = TextDelta(content)
+                event = text_delta(content)
         elif len(delta) == 1:  # a delta of one tool call's next arguments, alone
             event = _hot_tool_fragment(get_delta("tool_calls"))
             if event is None:
