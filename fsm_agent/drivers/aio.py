@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import actions as act
 from ..errors import MachineError
-from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt, RouteLoaded
+from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt, RouteLoaded, TextDelta
 from ..providers.base import AsyncAttempt
 from ..result import StreamResult
 from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
 from .aio_deliver import AsyncDelivery
 from .aio_thread import open_in_thread, run_in_thread
 from .aio_watchdog import LoopWatchdog
-from .common import CallbackError, Callbacks, activity_label, is_async_client
+from .common import CallbackError, Callbacks, activity_label, is_async_client, settle_content
 from .core import Decided, DriverCore, finished_events, translate_object
 
 if TYPE_CHECKING:
@@ -223,6 +223,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         watchdog = self.watchdog
         delivery = self.delivery
         deliver = delivery.outputs
+        text = delivery.cb.text
         clock = time.monotonic
         t0 = self._t0
         watching = machine.watch_tool_args
@@ -230,12 +231,12 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             for chunk in (read,) if len(read) <= SLICE else slices(read):
                 # From here until the next read, time is the caller's (on_activity, deltas), not silence.
                 watchdog.hold()
+                active = False
                 try:
                     events = pipeline.feed(chunk)
                     if delivery.has_notices:
                         await delivery.settle_notices()
-                    if pipeline.active:
-                        watchdog.touch()
+                    active = pipeline.active  # provider activity: the deadline restarts at release
                     t = clock() - t0
                     for event in events:
                         if watchdog.interrupted:  # SEC-8: over whatever the read still holds
@@ -244,13 +245,19 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                             await self._deliver_args()
                         outputs = machine.feed(event, t)
                         if outputs:
+                            if len(outputs) == 1 and type(outputs[0]) is TextDelta:
+                                # the common output, one text delta: no delivery coroutine for it
+                                pending = text(outputs[0].text)
+                                if pending is not None and inspect.isawaitable(pending):
+                                    await settle_content(pending)
+                                continue
                             control = await deliver(outputs)
                             if control:
                                 return control
                     if watching:
                         await self._deliver_args(t)  # once per read, per call that grew (ACC-11)
                 finally:
-                    watchdog.release()
+                    watchdog.release(active)
                 if pipeline.done or watchdog.fired is not None:
                     break
             else:

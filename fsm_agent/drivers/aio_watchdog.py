@@ -87,15 +87,22 @@ class LoopWatchdog:
         """Provider activity: the deadline moves; the timer notices when it wakes. One float store."""
         self._last_activity = self._clock()
 
-    def hold(self) -> None:
-        """The caller's callbacks run now: their time is not provider silence (WD-1)."""
-        self._held_since = self._clock()
+    def hold(self) -> float:
+        """The caller's callbacks run now: their time is not provider silence (WD-1). Returns the
+        time the hold began."""
+        self._held_since = now = self._clock()
+        return now
 
-    def release(self) -> None:
+    def release(self, active: bool = False) -> None:
+        """The hold ends. `active`: provider activity came during it (a `touch()` then, folded in:
+        the deadline restarts now, as a touch during the hold and then `release()` would set it)."""
         held_since = self._held_since
         if held_since is not None:
-            # Activity seen during the hold is not counted twice.
-            self._last_activity += self._clock() - max(held_since, self._last_activity)
+            if active:
+                self._last_activity = self._clock()
+            else:
+                # Activity seen during the hold is not counted twice.
+                self._last_activity += self._clock() - max(held_since, self._last_activity)
             self._held_since = None
 
     def claim(self) -> bool:

@@ -127,28 +127,36 @@ class SyncDriver(DriverCore[Watchdog]):
         machine = self.machine
         watchdog = self.watchdog
         deliver = self._deliver_inline
+        feed_machine = machine.feed
+        feed = pipeline.feed
+        text = self.cb.text
+        t0 = self._t0
         watching = machine.watch_tool_args
         for read in attempt.iter_chunks():
             for chunk in (read,) if len(read) <= SLICE else slices(read):
                 # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-                watchdog.hold()
+                t = watchdog.hold() - t0  # the hold begins at the read's arrival: its events' time
+                active = False
                 try:
-                    events = pipeline.feed(chunk)
-                    if pipeline.active:
-                        watchdog.touch()
-                    t = time.monotonic() - self._t0
+                    events = feed(chunk)
+                    active = pipeline.active  # provider activity: the deadline restarts at release
                     for event in events:
                         if watchdog.interrupted:  # SEC-8: over whatever the read still holds
                             return self._interrupt_noticed() or ()
                         if watching and machine.tool_args_due_before(event):
                             self._deliver_args()
-                        control = deliver(machine.feed(event, t))
-                        if control:
-                            return control
+                        outputs = feed_machine(event, t)
+                        if outputs:
+                            if len(outputs) == 1 and type(outputs[0]) is TextDelta:
+                                text(outputs[0].text)  # the common output: one text delta
+                                continue
+                            control = deliver(outputs)
+                            if control:
+                                return control
                     if watching:
                         self._deliver_args(t)  # once per read, per call that grew (ACC-11)
                 finally:
-                    watchdog.release()
+                    watchdog.release(active)
                 if pipeline.done or watchdog.fired is not None:
                     break
             else:
@@ -162,7 +170,7 @@ class SyncDriver(DriverCore[Watchdog]):
                 return self._interrupt_noticed() or ()
             if watching and machine.tool_args_due_before(event):
                 self._deliver_args()
-            control = deliver(machine.feed(event, t))
+            control = deliver(feed_machine(event, t))
             if control:
                 return control
         return ()
@@ -215,6 +223,15 @@ class SyncDriver(DriverCore[Watchdog]):
     # -- delivering to the caller ----------------------------------------------------------------------
     def _deliver_inline(self, outputs: Decided) -> Decided:
         """Deliver deltas now; return the control actions (which end the pump) if any."""
+        if len(outputs) == 1:  # the common case: one delta, delivered, nothing to control
+            out = outputs[0]
+            kind = type(out)
+            if kind is TextDelta:
+                self.cb.text(out.text)
+                return ()
+            if kind is ReasoningDelta:
+                self.cb.reasoning(out.text)
+                return ()
         control: list[Any] = []
         cb = self.cb
         delivered = False

@@ -246,16 +246,23 @@ class Watchdog:
         """Provider activity: push the deadline back. Lock-free: one float store."""
         self._last_activity = time.monotonic()
 
-    def hold(self) -> None:
-        """The caller's callbacks run now: their time is not provider silence (WD-1)."""
-        self._held_since = time.monotonic()
+    def hold(self) -> float:
+        """The caller's callbacks run now: their time is not provider silence (WD-1). Returns the
+        time the hold began."""
+        self._held_since = now = time.monotonic()
+        return now
 
-    def release(self) -> None:
+    def release(self, active: bool = False) -> None:
+        """The hold ends. `active`: provider activity came during it (a `touch()` then, folded in:
+        the deadline restarts now, as a touch during the hold and then `release()` would set it)."""
         held_since = self._held_since
         if held_since is not None:
             # Move the deadline first, then end the hold: the timer never sees a hold ended with
             # the deadline not yet moved. Activity seen during the hold is not counted twice.
-            self._last_activity += time.monotonic() - max(held_since, self._last_activity)
+            if active:
+                self._last_activity = time.monotonic()
+            else:
+                self._last_activity += time.monotonic() - max(held_since, self._last_activity)
             self._held_since = None
 
     def disarm(self) -> None:

@@ -189,7 +189,23 @@ def open_streaming(manager: Any, as_finished: Callable[[Any], Any] | None = None
         manager.__exit__(None, None, None)
 
     json_body = (as_finished or _as_is) if _is_json(http) else None
-    return Attempt(chunks=http.iter_bytes(), closer=closer, sock=socket_of(http), json_body=json_body)
+    return Attempt(chunks=_body_bytes(http), closer=closer, sock=socket_of(http), json_body=json_body)
+
+
+def _raw_is_decoded(http: Any) -> bool:
+    """Whether the body's raw bytes are already its content: no Content-Encoding at all (so the
+    HTTP library's decoder is the identity) and the stream not yet read into memory."""
+    return http.headers.get("content-encoding") is None and getattr(http, "is_stream_consumed", True) is False
+
+
+def _body_bytes(http: Any) -> Iterator[bytes]:
+    """The body as it arrives. Without a content encoding, `iter_raw()` yields the very bytes
+    `iter_bytes()` would, without its identity decoder and re-chunking generator layered on top
+    (~0.3 µs a read, per event when every event is a read)."""
+    if hasattr(http, "iter_raw") and _raw_is_decoded(http):
+        chunks: Iterator[bytes] = http.iter_raw()
+        return chunks
+    return http.iter_bytes()  # type: ignore[no-any-return]
 
 
 def _as_is(body: Any) -> Any:
@@ -208,7 +224,9 @@ async def aopen_streaming(manager: Any, as_finished: Callable[[Any], Any] | None
     """`open_streaming` for async clients: the same, awaited."""
     response = await manager.__aenter__()
     http = response.http_response
-    chunks = http.aiter_bytes()
+    # As `_body_bytes`: raw bytes are the content when nothing encodes them.
+    raw = hasattr(http, "aiter_raw") and _raw_is_decoded(http)
+    chunks = http.aiter_raw() if raw else http.aiter_bytes()
 
     async def closer() -> None:
         try:

@@ -27,11 +27,11 @@ from ..events import (
     TextDelta,
     ToolCallDelta,
     UsageReport,
+    text_delta,
 )
 from ..result import Usage
 from ..urls import url_text
-from ..wire.pipeline import parse_json_payload
-from ..wire.shapes import DICT, INT, STR, Shape
+from ..wire.shapes import DICT, INT, STR, Shape, parse_json
 from ..wire.sse import SSEFrame
 from .base import SDKAdapter, as_plain, malformed
 
@@ -157,13 +157,79 @@ class ChatTranslator:
         if data == "[DONE]":
             self.done = True
             return []
-        chunk = parse_json_payload(data)
-        if frame.event == "error":  # ACC-10: an SSE error event, whatever its payload's shape
+        chunk = parse_json(data, "stream frame")
+        event = frame.event
+        if event is not None and event == "error":  # ACC-10: an SSE error event, whatever its payload
             inner = chunk.get("error") if isinstance(chunk, dict) else None
             raise _error_event(inner or chunk)
-        return self.payload(chunk)
+        events = self._hot(chunk)
+        return self.payload_checked(chunk) if events is None else events
 
     def payload(self, chunk: Any) -> list[Any]:
+        events = self._hot(chunk)
+        if events is not None:
+            return events
+        return self.payload_checked(chunk)
+
+    def _hot(self, chunk: Any) -> list[Any] | None:
+        """The common chunk, checked and translated in one pass: one choice, index 0, a delta with
+        text content only (and nulls), no finish reason, no usage, no error. It reads every field
+        `CHUNK` declares, so what it accepts is what `CHUNK.check` accepts, and it gives the events
+        `payload_checked` gives; any other chunk (well-formed or not) answers None, and goes
+        through the full check and the general translation, which raise the same errors as ever."""
+        if type(chunk) is not dict:
+            return None
+        get = chunk.get
+        choices = get("choices")
+        if type(choices) is not list or len(choices) != 1 or get("usage") is not None or get("error"):
+            return None
+        choice = choices[0]
+        if type(choice) is not dict or choice.get("finish_reason") is not None:
+            return None
+        index = choice.get("index")
+        if index is not None and (type(index) is not int or index):
+            return None
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            return None
+        get_delta = delta.get
+        content = get_delta("content")
+        event: TextDelta | ToolCallDelta | None = None
+        if type(content) is str:
+            if len(delta) != 1 and (  # a delta of content alone has none of the other fields
+                get_delta("reasoning_content") is not None
+                or get_delta("reasoning") is not None
+                or get_delta("refusal") is not None
+                or get_delta("tool_calls") is not None
+            ):
+                return None
+            if content:
+                event = text_delta(content)
+        elif len(delta) == 1:  # a delta of one tool call's next arguments, alone
+            event = _hot_tool_fragment(get_delta("tool_calls"))
+            if event is None:
+                return None
+        else:
+            return None
+        response_id = get("id")
+        model = get("model")
+        if (response_id is not None and type(response_id) is not str) or (
+            model is not None and type(model) is not str
+        ):
+            return None
+        last = self._identity
+        if last is not None and response_id == last[0] and model == last[1]:  # the usual repeat
+            return [event] if event is not None else []
+        events: list[Any] = []
+        if response_id is not None or model is not None:
+            self._identity = (response_id, model)
+            events.append(ResponseMeta(id=response_id, model=model))
+        if event is not None:
+            events.append(event)
+        return events
+
+    def payload_checked(self, chunk: Any) -> list[Any]:
+        """Any chunk: the full shape check (SEC-4), then the general translation."""
         if type(chunk) is dict and chunk.get("error"):
             raise _error_event(chunk["error"])
         CHUNK.check(chunk, _WHAT)
@@ -191,6 +257,29 @@ class ChatTranslator:
         if usage:
             events.append(UsageReport(_usage(usage)))
         return events
+
+
+def _hot_tool_fragment(calls: object) -> ToolCallDelta | None:
+    """`_tool_delta` of the common tool-call delta, one call's next arguments (an index, a function
+    with arguments only), checked as `_TOOL_CALL` would; None for anything else."""
+    if type(calls) is not list or len(calls) != 1:
+        return None
+    call = calls[0]
+    if type(call) is not dict:
+        return None
+    index = call.get("index")
+    function = call.get("function")
+    if type(index) is not int or type(function) is not dict:
+        return None
+    arguments = function.get("arguments")
+    if (
+        type(arguments) is not str
+        or function.get("name") is not None
+        or call.get("id") is not None
+        or call.get("extra_content") is not None
+    ):
+        return None
+    return ToolCallDelta(index=index, id=None, name=None, arguments=arguments, extra=None)
 
 
 def _extra_choice(index: int, message: dict[str, Any] | None, reason: str | None) -> list[Any]:

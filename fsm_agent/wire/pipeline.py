@@ -38,7 +38,8 @@ class Translator(Protocol):
     done: bool
 
     def frame(self, frame: SSEFrame) -> list[Any]:
-        """Events for one payload frame (may raise ProviderStreamError)."""
+        """Events for one payload frame (may raise ProviderStreamError), in a new list the caller
+        may keep and extend."""
         ...
 
     def payload(self, payload: Any) -> list[Any]:
@@ -114,12 +115,13 @@ class WirePipeline:
         for frame in frames:
             if translator.done:
                 break  # WIRE-4: nothing after the end marker counts
-            if frame.is_keepalive:
+            if not frame.data:  # a keepalive (SSEFrame.is_keepalive, without the property's call)
                 self.keepalives += 1
                 continue
+            name = frame.event
             if on_activity is not None:
-                on_activity(frame.event or "message")
-            if frame.event == "ping":
+                on_activity(name or "message")
+            if name is not None and name == "ping":
                 # A provider ping is an event for the caller's liveness monitor, but neither
                 # content nor watchdog activity: pings alone never keep a dead stream alive.
                 self.keepalives += 1
@@ -127,7 +129,11 @@ class WirePipeline:
             self.frames += 1
             self.active = True
             try:
-                events.extend(translator.frame(frame))
+                produced = translator.frame(frame)
+                if events:
+                    events.extend(produced)
+                else:
+                    events = produced  # the common read, one frame: its list as it is
             except FsmAgentError as exc:
                 # What came before the bad frame in the same read is delivered first (a stub keeps
                 # it); the failure follows as the attempt's last event.

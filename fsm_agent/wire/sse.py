@@ -165,6 +165,10 @@ class SSEDecoder:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
+        if chunk.endswith(b"\n\n") and not self._partial and not self._in_block:
+            one = self._one_block(chunk)
+            if one is not None:
+                return one
         last_lf = chunk.rfind(b"\n")
         cut = chunk.rfind(b"\r", last_lf + 1)
         if cut < 0:
@@ -207,6 +211,41 @@ class SSEDecoder:
         return []
 
     # -- internals -------------------------------------------------------------------------------
+
+    def _one_block(self, chunk: bytes) -> list[SSEFrame] | None:
+        """The common read, decoded without the general line machinery: exactly one block
+        `[event: NAME\n]data: TEXT\n\n`, starting a block, LF-terminated, valid UTF-8, no longer
+        than the line limit, as its one frame. None for anything else (the general path then reads
+        it, and gives the same frame and state for what this accepts)."""
+        size = len(chunk)
+        max_line = self._max_line
+        if (max_line is not None and size - 2 > max_line) or b"\r" in chunk:
+            return None
+        first = chunk.find(b"\n")
+        try:
+            if first == size - 2:
+                if not chunk.startswith(b"data: "):
+                    return None
+                event = None
+                data = chunk[6:-2].decode("utf-8")
+            elif (
+                chunk.startswith(b"event: ")
+                and chunk.find(b"\n", first + 1) == size - 2
+                and chunk.startswith(b"data: ", first + 1)
+            ):
+                event = chunk[7:first].decode("utf-8") or None
+                data = chunk[first + 7 : -2].decode("utf-8")
+            else:
+                return None
+        except UnicodeDecodeError:
+            return None
+        self._consumed += size
+        frame: SSEFrame = _new_frame(SSEFrame)  # as `_frame` builds it, without its call
+        _set_event(frame, event)
+        _set_data(frame, data)
+        _set_id(frame, None)
+        _set_retry(frame, None)
+        return [frame]
 
     def _strip_bom(self, chunk: bytes) -> bytes:
         self._partial += chunk
