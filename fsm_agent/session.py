@@ -166,7 +166,6 @@ class Session:
         self._latest: EndpointKey | None = None
         self._lock = threading.Lock()
         self._in_flight: set[Interruptible] = set()
-        self._seeds = random.SystemRandom()  # never the caller's (possibly seeded) global RNG
 
     # -- the health of the latest request's endpoint (HL-1) --------------------------------------
     def _latest_health(self) -> EndpointHealth:
@@ -505,9 +504,9 @@ class Session:
             backoff_base=backoff.base,
             backoff_cap=backoff.cap,
             max_wait=backoff.max_wait,
-            seed=self._seeds.getrandbits(32),  # BO-5: recorded, so replay draws the same jitter
+            seed=_draws.getrandbits(32),  # BO-5: recorded, so replay draws the same jitter
         )
-        request_id = os.urandom(8).hex()  # 16 hex digits, as uuid4().hex[:16] was, for less
+        request_id = f"{_draws.getrandbits(64):016x}"  # 16 hex digits, as uuid4().hex[:16] was
         sink = self.trace
         tap = SinkTap(sink, log_record)  # SEC-6: a failing log or sink never reaches the machine
         recorder = EventRecorder(sink, request_id) if sink is not None and sink.record_wire else None
@@ -525,6 +524,21 @@ class Session:
             recorder.attach(machine)
             tap.watch(recorder)
         return machine
+
+
+# Request ids and jitter seeds come from a generator of the library's own: never the caller's global
+# RNG (which may be seeded, and then repeat across processes), and not `os.urandom`, a system call
+# for each of the two draws of every request. Seeded from the OS once per process, and again in a
+# forked child, so the processes of a fleet never share ids (a shared health store keys its probe
+# on them).
+_draws = random.Random(os.urandom(32))
+
+
+def _reseed_draws() -> None:
+    _draws.seed(os.urandom(32))
+
+
+os.register_at_fork(after_in_child=_reseed_draws)
 
 
 class _InFlight:

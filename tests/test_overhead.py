@@ -13,6 +13,8 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import os
+import random
 import subprocess
 import sys
 import threading
@@ -174,6 +176,39 @@ def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
     assert sys.getsizeof(first) * 2 < sys.getsizeof(literal)
     first["extra"] = 1  # still an ordinary dict to whoever holds it; the other record is untouched
     assert "extra" not in second and len(ctx.guard_inputs()) == 22
+
+
+_FORKED_IDS = """
+import os
+from fsm_agent.session import Session
+def next_id():
+    return Session()._new_machine(("r",)).request_id
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(write, next_id().encode())
+    os._exit(0)
+os.close(write)
+child = os.read(read, 64).decode()
+os.waitpid(pid, 0)
+print(next_id(), child)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_request_ids_differ_in_a_forked_child_and_ignore_the_global_rng() -> None:
+    """Ids and seeds come from the library's own generator, reseeded in a forked child: two
+    processes of a fleet never draw the same ids, and the caller seeding `random` changes nothing."""
+    from fsm_agent import session as session_module
+
+    random.seed(7)
+    first = session_module.Session()._new_machine(("r",)).request_id
+    random.seed(7)
+    second = session_module.Session()._new_machine(("r",)).request_id
+    assert first != second and len(first) == 16 and int(first, 16) >= 0
+    out = subprocess.run([sys.executable, "-c", _FORKED_IDS], capture_output=True, text=True, check=True)
+    parent, child = out.stdout.split()
+    assert len(parent) == len(child) == 16 and parent != child
 
 
 def test_no_machine_is_built_per_request(emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
