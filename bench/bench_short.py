@@ -407,6 +407,34 @@ def cyclic_row() -> None:
             figures.append(f"{name} {gc.collect() / 200:.1f}")
         finally:
             gc.enable()
+    # A request that fails: the SDK's status error is raised through the driver's frames.
+    failing = openai.OpenAI(
+        base_url="http://bench.invalid/v1",
+        api_key="sk-bench",
+        max_retries=0,
+        http_client=httpx2.Client(
+            transport=httpx2.MockTransport(lambda request: httpx2.Response(500, json={"error": {}}))
+        ),
+    )
+    session = fsm_agent.Session(retries=1, backoff=fsm_agent.Backoff(base=0))
+
+    def failed() -> None:
+        try:
+            session.stream(failing, CHAT)
+        except openai.InternalServerError:
+            return
+        check(False, "the failing request did not raise the SDK's status error")
+
+    for _ in range(5):
+        failed()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(200):
+            failed()
+        figures.append(f"failed (HTTP 500) {gc.collect() / 200:.1f}")
+    finally:
+        gc.enable()
     row("cyclic objects left for the collector, per request", ", ".join(figures), "<= 20")
 
 

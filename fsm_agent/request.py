@@ -152,6 +152,12 @@ class RequestMachine:
     def finished(self) -> bool:
         return self.state in (S.DONE, S.FAILED)
 
+    def forget_error(self) -> None:
+        """The request is over: drop the context's error (it was raised, or decided on). The error
+        raised to the caller holds this request through its traceback; holding it back would
+        leave every failed request as a reference cycle for the garbage collector."""
+        self.ctx.error = None
+
     # -- the one entry point --------------------------------------------------------------------
     def feed(self, event: object, t: float) -> tuple[Output, ...]:
         """Apply one event that happened `t` seconds after the request started."""

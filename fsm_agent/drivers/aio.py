@@ -93,21 +93,31 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             raise
         finally:
             self.watchdog.stop()
-            await self._close_attempt()
-            for source in self._unused_routes():
-                with contextlib.suppress(Exception):
-                    await source.arelease()
+            try:
+                await self._close_attempt()
+                for source in self._unused_routes():
+                    with contextlib.suppress(Exception):
+                        await source.arelease()
+            finally:
+                self.machine.forget_error()  # the error raised holds this request, not the reverse
+                # The delivery holds a method of this driver: dropped, no cycle is left behind.
+                self.__dict__.pop("delivery", None)
 
     async def _loop(self) -> StreamResult:
         steps = self._steps()
         decided: Decided | None = None
-        while True:
-            try:
-                action = steps.send(decided)
-            except StopIteration as finished:
-                result: StreamResult = finished.value
-                return result
-            decided = await self._perform(action)
+        action: Any = None
+        try:
+            while True:
+                try:
+                    action = steps.send(decided)
+                except StopIteration as finished:
+                    result: StreamResult = finished.value
+                    return result
+                decided = await self._perform(action)
+        finally:
+            steps.close()  # as in the sync driver: no reference cycle through a raised error
+            del steps, decided, action
 
     async def _perform(self, action: Any) -> Decided:
         kind = type(action)
@@ -119,7 +129,11 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         if kind is act.RunFallback:
             return await self._run_fallback(action.response)
         if kind is act.Raise:
-            raise action.error
+            error = action.error
+            try:
+                raise error
+            finally:
+                del error, action  # this frame, in the error's traceback, must not hold the error
         if kind is act.LoadRoute:
             return await self._load_route(action.index)
         if kind is act.Status:
@@ -180,7 +194,10 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             watchdog.disarm()
             self.delivery.drop_notices()
         if failure is not None:
-            return self._failure(failure, opened_at)
+            try:
+                return self._failure(failure, opened_at)
+            finally:
+                failure = None  # its traceback holds this frame: no reference cycle through it
         return self._read_to_end(out, opened_at)
 
     async def _client(self) -> Any:

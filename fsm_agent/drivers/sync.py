@@ -41,17 +41,26 @@ class SyncDriver(DriverCore[Watchdog]):
                     source.release()
             finally:
                 self.watchdog.stop()
+                self.machine.forget_error()  # the error raised holds this request, not the reverse
 
     def _loop(self) -> StreamResult:
         steps = self._steps()
         decided: Decided | None = None
-        while True:
-            try:
-                action = steps.send(decided)
-            except StopIteration as finished:
-                result: StreamResult = finished.value
-                return result
-            decided = self._perform(action)
+        action: Any = None
+        try:
+            while True:
+                try:
+                    action = steps.send(decided)
+                except StopIteration as finished:
+                    result: StreamResult = finished.value
+                    return result
+                decided = self._perform(action)
+        finally:
+            # An error raised through here keeps these frames in its traceback: left holding the
+            # suspended steps and the action (which hold the error), they would make a reference
+            # cycle of the whole request for the garbage collector.
+            steps.close()
+            del steps, decided, action
 
     def _perform(self, action: Any) -> Decided:
         kind = type(action)
@@ -63,7 +72,11 @@ class SyncDriver(DriverCore[Watchdog]):
         if kind is act.RunFallback:
             return self._run_fallback(action.response)
         if kind is act.Raise:
-            raise action.error
+            error = action.error
+            try:
+                raise error
+            finally:
+                del error, action  # this frame, in the error's traceback, must not hold the error
         if kind is act.LoadRoute:
             return self._load_route(action.index)
         if kind is act.Status:

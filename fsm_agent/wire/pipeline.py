@@ -137,12 +137,26 @@ class WirePipeline:
             except FsmAgentError as exc:
                 # What came before the bad frame in the same read is delivered first (a stub keeps
                 # it); the failure follows as the attempt's last event.
-                events.append(AttemptFailed(exc))
+                events.append(AttemptFailed(_without_frames(exc)))
                 break
             except PAYLOAD_ERRORS as exc:  # the last net (SEC-4): a shape no rule foresaw
                 events.append(AttemptFailed(as_malformed(exc, frame.data, "stream frame")))
                 break
         return events
+
+
+def _without_frames(error: BaseException) -> BaseException:
+    """`error` (a payload the translator refused, SEC-4) and the errors it was raised from, without
+    their tracebacks. Its message says what was wrong and where; the frames of the decoding would
+    only link the error to this read's events, which hold the error: a reference cycle of the
+    whole request left to the garbage collector on every malformed payload."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.__traceback__ = None
+        current = current.__cause__ or current.__context__
+    return error
 
 
 class JsonBodyPipeline:
