@@ -61,11 +61,6 @@ class State(enum.Enum):
 
 S = State
 
-# A state's name and value as plain dict lookups (an Enum's `.name` and `.value` are properties,
-# read on every transition).
-STATE_NAMES: dict[State, str] = {state: state.name for state in State}
-STATE_VALUES: dict[State, str] = {state: state.value for state in State}
-
 # States in which an attempt's stream is open and the watchdog is armed.
 LIVE = (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING)
 TERMINAL = (S.DONE, S.FAILED)
@@ -323,7 +318,7 @@ class _TableEvent(Event):
     """
 
     def _trigger(self, event_data: Any) -> bool:
-        name = STATE_NAMES[event_data.model.state]
+        name = event_data.model.state._name_  # (`.name` is a property: slower, on every trigger)
         rows = self.transitions.get(name)
         if rows is None:
             raise MachineError(f"{MACHINE_NAME}: Can't trigger event {self.name} from state {name}!")

@@ -54,7 +54,7 @@ from .events import (
     WaitOver,
 )
 from .guards import GUARDS, RequestContext
-from .machine import INITIAL, STATE_VALUES, TRIGGERS, State, fire, guard_method
+from .machine import INITIAL, TRIGGERS, State, fire, guard_method
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
@@ -444,8 +444,8 @@ class RequestMachine:
             seq=len(self.records),
             t=round(t, 6),
             trigger=trigger,
-            source=STATE_VALUES[source],
-            dest=STATE_VALUES[dest],
+            source=source._value_,  # (`.value` is a property: slower, on every transition)
+            dest=dest._value_,
             guards=self.guard_values,  # a fresh dict per firing: the record may keep it
             visible_chars=self.ctx.visible_chars,
             tools_in_flight=self.ctx.tools_in_flight,
