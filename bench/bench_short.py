@@ -378,6 +378,20 @@ def bedrock_rows(rounds: int, batch: int) -> None:
         child.wait(10)
 
 
+def cyclic_per_call(run: Callable[[], object], count: int = 200) -> float:
+    """Objects the collector finds in reference cycles per call of `run`, after a warm-up."""
+    for _ in range(5):
+        run()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(count):
+            run()
+        return gc.collect() / count
+    finally:
+        gc.enable()
+
+
 def cyclic_row() -> None:
     figures = []
     for name, body, params, scenario, make in (
@@ -397,16 +411,7 @@ def cyclic_row() -> None:
         ),
     ):
         run = ours(fsm_agent.Session(), make(body, retries=None), params, scenario)
-        for _ in range(5):
-            run()
-        gc.collect()
-        gc.disable()
-        try:
-            for _ in range(200):
-                run()
-            figures.append(f"{name} {gc.collect() / 200:.1f}")
-        finally:
-            gc.enable()
+        figures.append(f"{name} {cyclic_per_call(run):.1f}")
     # A request that fails: the SDK's status error is raised through the driver's frames.
     failing = openai.OpenAI(
         base_url="http://bench.invalid/v1",
@@ -425,16 +430,7 @@ def cyclic_row() -> None:
             return
         check(False, "the failing request did not raise the SDK's status error")
 
-    for _ in range(5):
-        failed()
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(200):
-            failed()
-        figures.append(f"failed (HTTP 500) {gc.collect() / 200:.1f}")
-    finally:
-        gc.enable()
+    figures.append(f"failed (HTTP 500) {cyclic_per_call(failed):.1f}")
     row("cyclic objects left for the collector, per request", ", ".join(figures), "<= 20")
 
 
