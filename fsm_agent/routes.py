@@ -120,7 +120,7 @@ def prepare_one(
     if not isinstance(source, ClientSource):
         source = ClientSource(client_or_factory)
     try:
-        check_client(source.peek(), in_async=in_async, api_given=api is not None)
+        check_client(source.peek(), in_async=in_async, api=api)
     except TypeError:
         # A sync client a factory made for this call is closed; an async one was never used
         # (nothing opened) and cannot be closed without an event loop: it is only dropped.

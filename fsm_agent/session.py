@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .backoff import Backoff
-from .drivers.common import Callbacks, ClientSource
+from .drivers.common import Callbacks, ClientSource, check_callbacks
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
 from .endpoint import EndpointLink, HealthSettings, StartFacts, endpoint_key
@@ -258,6 +258,9 @@ class Session:
         """
         # SEC-8: registered before any planning work (a factory, a lazy SDK import), so an
         # interrupt issued while the request is prepared is honoured before anything is sent.
+        check_callbacks(
+            (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args), interrupt
+        )
         watchdog = Watchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):
             plan = self._plan(client_or_factory, params, api, watch_tool_args=on_tool_args is not None)
@@ -346,6 +349,8 @@ class Session:
         # asyncio for it (the first request's imports stay light).
         from .drivers.aio_watchdog import LoopWatchdog
 
+        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
+        check_callbacks(callbacks, interrupt)
         watchdog = LoopWatchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):  # SEC-8: before any planning work
             from .drivers.aio import run_async
@@ -362,7 +367,6 @@ class Session:
                 raise
             watchdog.stale_timeout = plan.stale_timeout
             self._begin(plan, await plan.link.abegin())
-            callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
 
             async def load_route(index: int) -> RouteLoaded:
                 return await self._aload_route(plan, index)

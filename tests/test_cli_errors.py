@@ -62,15 +62,28 @@ BAD_INPUTS = {
     "unknown api": (["demo", "--api", "telepathy"], {}),
     "unknown option": (["replay", "--colour"], {}),
     "missing model": (["stream", "hi"], {}),
+    "demo trace names a directory": (["demo", "happy", "--trace", "{tmp}"], {}),
+    "stream trace names a directory": (["stream", "--emulator", "happy", "--trace", "{tmp}", "hi"], {}),
+    "demo trace in a missing directory": (["demo", "happy", "--trace", "{tmp}/no/t.jsonl"], {}),
+    "stream trace in a missing directory": (
+        ["stream", "--emulator", "happy", "--trace", "{tmp}/no/t.jsonl", "hi"],
+        {},
+    ),
+    "state home is a file": (["demo", "happy"], {"XDG_STATE_HOME": "{tmp}/a-file"}),
+    "state home is unwritable": (["stream", "--emulator", "happy", "hi"], {"XDG_STATE_HOME": "/proc/fsm"}),
 }
 
 
 def test_each_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
     processes = {}
     for name, (args, extra) in BAD_INPUTS.items():
         argv = command(*(arg.replace("{tmp}", str(tmp_path)) for arg in args))
+        environ = env(
+            tmp_path, **{key: value.replace("{tmp}", str(tmp_path)) for key, value in extra.items()}
+        )
         processes[name] = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path, **extra)
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ
         )
     for name, process in processes.items():
         _, err = process.communicate(timeout=60)
@@ -156,3 +169,40 @@ def test_cli_traces_go_to_the_per_user_state_directory_latest_100_kept(tmp_path:
     assert len(newest) == 1 and str(directory / newest[0]) in done.stdout  # the summary says where
     assert (directory / newest[0]).stat().st_mode & 0o077 == 0 and directory.stat().st_mode & 0o077 == 0
     assert fsm_agent.replay(str(directory / newest[0])).matched
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["demo", "happy", "--frame-delay", "0"], ["stream", "--emulator", "happy", "hi"]],
+    ids=["demo", "stream"],
+)
+def test_output_to_a_full_device_is_one_line_and_exit_2(tmp_path: Path, args: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            command(*args), stdout=full, stderr=subprocess.PIPE, text=True, env=env(tmp_path)
+        )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, (done.returncode, done.stderr)
+    assert lines[0] == f"fsm-agent {args[0]}: cannot write the output: No space left on device"
+
+
+ENCODINGS = {"ascii": {"PYTHONIOENCODING": "ascii"}, "latin-1": {"PYTHONIOENCODING": "latin-1"}}
+
+
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+@pytest.mark.parametrize(
+    "args",
+    [["demo", "--frame-delay", "0"], ["stream", "--emulator", "reasoning", "hi"]],
+    ids=["demo", "stream"],
+)
+def test_a_terminal_that_cannot_show_the_glyphs_gets_ascii_when_piped(
+    tmp_path: Path, args: list[str], encoding: str
+) -> None:
+    done = subprocess.run(
+        command(*args), capture_output=True, env=env(tmp_path, **ENCODINGS[encoding]), timeout=60
+    )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    text = done.stdout.decode(encoding)  # every byte is of the terminal's own encoding
+    assert "summary" in text and "[state] done" in text
+    if encoding == "ascii":
+        assert " - " in text.splitlines()[0]  # the header's `·` became its stand-in

@@ -27,13 +27,16 @@ ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-
 class Terminal:
     """One run of the command in a pty of ROWS x COLS, its screen emulated by pyte."""
 
-    def __init__(self, *args: str, rows: int = ROWS, cols: int = COLS) -> None:
-        env = {
+    def __init__(
+        self, *args: str, rows: int = ROWS, cols: int = COLS, env: dict[str, str] | None = None
+    ) -> None:
+        environ = {
             k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES", "FORCE_COLOR")
         }
-        env["TERM"] = "xterm-256color"
+        environ["TERM"] = "xterm-256color"
+        environ.update(env or {})
         self.child = pexpect.spawn(
-            sys.executable, ["-m", "fsm_agent", *args], dimensions=(rows, cols), env=env, cwd=str(ROOT)
+            sys.executable, ["-m", "fsm_agent", *args], dimensions=(rows, cols), env=environ, cwd=str(ROOT)
         )
         self.screen = pyte.Screen(cols, rows)
         self._feed = pyte.ByteStream(self.screen)
@@ -89,8 +92,8 @@ def terminal() -> Iterator[Callable[..., Terminal]]:
     """Start commands in terminals; any still running after the test (a failed one) is killed."""
     started: list[Terminal] = []
 
-    def start(*args: str) -> Terminal:
-        started.append(Terminal(*args))
+    def start(*args: str, env: dict[str, str] | None = None) -> Terminal:
+        started.append(Terminal(*args, env=env))
         return started[-1]
 
     yield start
@@ -101,7 +104,7 @@ def terminal() -> Iterator[Callable[..., Terminal]]:
 
 def remove_trace(screen: str) -> Path:
     """The trace file the summary names, deleted (each run writes a new one)."""
-    found = re.search(r"(?:│ trace +|^trace +)(\S+\.jsonl)", screen, re.M)
+    found = re.search(r"(?:[│|] trace +|^trace +)(\S+\.jsonl)", screen, re.M)
     assert found, screen
     path = Path(found.group(1))
     path.unlink()
@@ -216,3 +219,16 @@ def test_the_status_bar_counts_down_a_rate_limit_wait(terminal: Callable[..., Te
     assert shown == sorted(shown, reverse=True)
     assert re.search(r"│ outcome +complete", term.text)
     remove_trace(term.text)
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_terminal_that_cannot_show_the_glyphs_gets_ascii(
+    terminal: Callable[..., Terminal], encoding: str
+) -> None:
+    """A non-UTF-8 terminal: the live display draws what the encoding can show, never a traceback."""
+    term = terminal("demo", "--frame-delay", "0", env={"PYTHONIOENCODING": encoding, "LC_ALL": "C"})
+    status = term.finish()
+    written = bytes(term.raw).decode(encoding)  # every byte is of the terminal's own encoding
+    assert status == 0 and "Traceback" not in written, written[-2000:]
+    assert re.search(r"outcome +complete", ANSI.sub("", written))
+    remove_trace(ANSI.sub("", written))

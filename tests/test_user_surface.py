@@ -108,6 +108,66 @@ def test_an_unknown_client_or_params_not_a_dict_is_a_clear_type_error() -> None:
         fsm_agent.Session().stream(openai.OpenAI(api_key="k"), [PARAMS])  # type: ignore[arg-type]
 
 
+NEAR_MISSES = {
+    "the client class": (lambda c: openai.OpenAI, None, r"got the class openai\.OpenAI, not a client"),
+    "a resource of the client": (
+        lambda c: c.chat.completions,
+        None,
+        r"got the SDK resource Completions .*pass the client itself",
+    ),
+    "an api the client does not speak": (
+        lambda c: c,
+        "anthropic_messages",
+        r"api='anthropic_messages' is not spoken by this openai client \(OpenAI\)",
+    ),
+    "an anthropic client named as chat": (
+        lambda c: anthropic.Anthropic(api_key="k", base_url="http://127.0.0.1:9"),
+        "chat_completions",
+        r"api='chat_completions' is not spoken by this anthropic client",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NEAR_MISSES))
+@pytest.mark.parametrize("how", ["stream", "astream"])
+def test_a_near_miss_client_shape_is_a_clear_type_error(emulator: Emulator, case: str, how: str) -> None:
+    make, api, message = NEAR_MISSES[case]
+    client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="k")
+    target = make(client)
+    session = fsm_agent.Session()
+    with pytest.raises(TypeError, match=message):
+        if how == "stream":
+            session.stream(target, PARAMS, api=api)
+        else:
+            asyncio.run(session.astream(target, PARAMS, api=api))
+    assert emulator.requests == []  # refused before anything was sent
+    client.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("on_text", "x", "on_text must be a callable or None, not str"),
+        ("on_status", 3, "on_status must be a callable or None, not int"),
+        ("on_tool_args", ["f"], "on_tool_args must be a callable or None, not list"),
+        ("interrupt", True, r"interrupt must be a threading\.Event .* not bool"),
+    ],
+)
+@pytest.mark.parametrize("how", ["stream", "astream"])
+def test_a_callback_that_cannot_be_called_is_refused_up_front(
+    emulator: Emulator, name: str, value: object, message: str, how: str
+) -> None:
+    client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="k")
+    session = fsm_agent.Session()
+    with pytest.raises(TypeError, match=message):
+        if how == "stream":
+            session.stream(client, PARAMS, **{name: value})  # type: ignore[arg-type]
+        else:
+            asyncio.run(session.astream(client, PARAMS, **{name: value}))  # type: ignore[arg-type]
+    assert emulator.requests == []  # not at the first delta: before anything was sent
+    client.close()
+
+
 def test_public_names_are_exported_once_without_clashes() -> None:
     import fsm_agent.testing as testing
 

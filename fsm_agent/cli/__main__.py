@@ -6,7 +6,9 @@ when chosen, so `replay` and `diagram` need no provider SDK and `rich` is needed
 What every subcommand shares is here, so that no user ever sees a traceback from the command line:
 a bad argument or environment value is one sentence on stderr and exit status 2; a reader that
 leaves the pipe early ends the run silently with status 141 (as after SIGPIPE); Ctrl-C at any
-moment ends it with status 130 (a request in flight is interrupted cleanly by the runner first).
+moment ends it with status 130 (a request in flight is interrupted cleanly by the runner first); a
+file or output that cannot be written (a trace path naming a directory, a full device) is one
+sentence and status 2; characters the terminal's encoding cannot show are written as ASCII.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .args import USAGE_ERROR, OneLineParser, UsageError
+from .args import USAGE_ERROR, OneLineParser, OutputError, UsageError, os_error_text
+from .encoding import degrade_unencodable
 
 __all__ = ["BROKEN_PIPE", "INTERRUPTED", "console", "main"]
 
@@ -83,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_environment()
         result: int = modules[args.command].run(args)
     except UsageError as exc:
+        if isinstance(exc, OutputError):
+            _detach_stdout()  # no later flush may fail on it again
         print(f"fsm-agent {args.command}: {exc}", file=sys.stderr)
         return USAGE_ERROR
     return result
@@ -115,6 +120,7 @@ def console() -> None:
     Ctrl-C anywhere (during start-up, argument parsing or a second Ctrl-C while a request is being
     interrupted) exits 130 with no traceback; a closed stdout pipe exits 141 with nothing on stderr.
     """
+    degrade_unencodable(sys.stdout, sys.stderr)  # a non-UTF-8 terminal gets ASCII, not a traceback
     try:
         # From here on Ctrl-C is a KeyboardInterrupt again (python -m fsm_agent ended the process
         # outright until now); the runner turns the first one into a clean interrupt of the request.
@@ -129,6 +135,10 @@ def console() -> None:
     except BrokenPipeError:
         _detach_stdout()
         _quiet_exit(BROKEN_PIPE)
+    except OSError as exc:  # the last flush of an output that cannot be written (a full device)
+        _detach_stdout()
+        print(f"fsm-agent: cannot write the output: {os_error_text(exc)}", file=sys.stderr)
+        _quiet_exit(USAGE_ERROR)
     if status in (INTERRUPTED, BROKEN_PIPE):
         _quiet_exit(status)
     raise SystemExit(status)

@@ -15,9 +15,11 @@ from typing import NoReturn
 __all__ = [
     "USAGE_ERROR",
     "OneLineParser",
+    "OutputError",
     "UsageError",
     "non_negative_int",
     "non_negative_seconds",
+    "os_error_text",
     "port_number",
     "positive_int",
     "positive_seconds",
@@ -28,6 +30,17 @@ USAGE_ERROR = 2
 
 class UsageError(Exception):
     """A bad command line or environment, told as one sentence (exit status 2)."""
+
+
+class OutputError(UsageError, OSError):
+    """The output cannot be written (a full device, a closed descriptor): one sentence, status 2.
+
+    Also an OSError, so that code which lets a failed write go (a notice) lets this one go too."""
+
+
+def os_error_text(exc: OSError) -> str:
+    """What went wrong with a file, in words: the system's reason without its errno prefix."""
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 class OneLineParser(argparse.ArgumentParser):

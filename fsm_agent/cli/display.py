@@ -18,6 +18,7 @@ from typing import Any, Protocol, TextIO
 from ..events import ToolCallDelta, ToolCallEnd
 from ..result import StreamResult
 from ..trace.records import TransitionRecord
+from .args import OutputError, os_error_text
 from .progress import Change, Progress, Summary, ToolProgress
 
 __all__ = ["PlainView", "View", "compact_value", "make_view", "pretty_arguments", "size", "wants_plain"]
@@ -48,6 +49,14 @@ class View(Protocol):
     def end(self, result: StreamResult | None, summary: Summary) -> None: ...
 
     def close(self) -> None: ...
+
+
+def _output_failure(exc: OSError) -> OSError:
+    """The error a write to a gone output raises: a closed pipe stays a BrokenPipeError (exit 141,
+    quietly); anything else is an OutputError, told in one line (exit 2)."""
+    if isinstance(exc, BrokenPipeError):
+        return BrokenPipeError("the reader of the output has gone")
+    return OutputError(f"cannot write the output: {os_error_text(exc)}")
 
 
 def wants_plain(stream: TextIO, no_color: bool) -> bool:
@@ -157,22 +166,23 @@ class PlainView:
         self._broke_line = False  # we ended the provider's line early; its own newline is spent
         self._in_reasoning = False
         self._shown_complete: set[tuple[int, int]] = set()
-        # The reader of a pipe left (`| head`): content callbacks then end the request (CB-6);
-        # notices and records, which must not raise into the session, just stop.
-        self._gone = False
+        # The reader of a pipe left (`| head`), or the output cannot be written (a full device):
+        # content callbacks then end the request (CB-6); notices and records, which must not raise
+        # into the session, just stop. Every later write fails the same way, without trying.
+        self._gone: OSError | None = None
 
     # -- writing -------------------------------------------------------------------------------------
     def _write(self, text: str) -> None:
         if not text:
             return
-        if self._gone:
-            raise BrokenPipeError("the reader of the output has gone")
+        if self._gone is not None:
+            raise _output_failure(self._gone)
         try:
             self.out.write(text)
             self.out.flush()
-        except BrokenPipeError:
-            self._gone = True
-            raise
+        except OSError as exc:
+            self._gone = exc
+            raise _output_failure(exc) from None
         self._at_line_start = text.endswith("\n")
 
     def _line(self, line: str) -> None:
@@ -218,7 +228,7 @@ class PlainView:
         self._line(f"[tool] {tool.name}: receiving arguments…")
 
     def status(self, message: str) -> None:
-        with contextlib.suppress(BrokenPipeError):
+        with contextlib.suppress(OSError):
             self._close_reasoning()
             self._line(f"[warning] {message}")
 
@@ -227,7 +237,7 @@ class PlainView:
         change = self.progress.transition(record)
         if change is None:
             return
-        with contextlib.suppress(BrokenPipeError):
+        with contextlib.suppress(OSError):
             self._show_change(change)
 
     def _show_change(self, change: Change) -> None:
@@ -246,7 +256,7 @@ class PlainView:
         if type(event) is ToolCallEnd:
             tool = self.progress.tool_end(event)
             if tool is not None:
-                with contextlib.suppress(BrokenPipeError):
+                with contextlib.suppress(OSError):
                     self._tool_complete(tool)
         else:
             self.progress.tool_fragment(event)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from ..result import StreamResult
 from ..routes import Route
 from ..session import Session
 from ..trace.sinks import JsonlSink
+from .args import OutputError, UsageError, os_error_text
 from .display import View, make_view
 from .progress import DisplaySink, Progress, summarize
 from .trace_dir import new_trace_path
@@ -110,7 +111,7 @@ def run_request(spec: RequestSpec, out: TextIO | None = None) -> int:
     out = sys.stdout if out is None else out
     progress = Progress()
     view = make_view(out, progress, no_color=spec.no_color)
-    file_sink = JsonlSink(spec.trace_path, record_wire=spec.record_wire) if spec.trace_path else None
+    file_sink = _open_trace(spec.trace_path, spec.record_wire) if spec.trace_path else None
     sink = DisplaySink(view, file_sink)
     result: StreamResult | None = None
     error: BaseException | None = None
@@ -136,6 +137,9 @@ def run_request(spec: RequestSpec, out: TextIO | None = None) -> int:
     except BrokenPipeError:  # `fsm-agent … | head`: the reader left; so do we, quietly
         _detach(out)
         return 141
+    except OutputError:  # a full device: told in one line by the command (exit 2)
+        _detach(out)
+        raise
     finally:
         view.close()
         sink.close()
@@ -144,6 +148,14 @@ def run_request(spec: RequestSpec, out: TextIO | None = None) -> int:
         print(f"fsm-agent: the display failed: {type(failure).__name__}: {failure}", file=sys.stderr)
         return summary.exit_code or 1
     return summary.exit_code
+
+
+def _open_trace(path: str, record_wire: bool) -> JsonlSink:
+    """The trace file's sink; a path that cannot be written is one sentence (exit status 2)."""
+    try:
+        return JsonlSink(path, record_wire=record_wire)
+    except OSError as exc:
+        raise UsageError(f"cannot write the trace to {path}: {os_error_text(exc)}") from None
 
 
 def _detach(out: TextIO) -> None:

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from .args import UsageError, os_error_text
+
 __all__ = ["KEEP", "new_trace_path", "trace_dir"]
 
 KEEP = 100
@@ -29,8 +31,21 @@ def trace_dir() -> Path:
 
 
 def new_trace_path(command: str, keep: int = KEEP) -> str:
-    """A new, empty, owner-only trace file for a run of `command`; prunes all but the latest `keep`."""
+    """A new, empty, owner-only trace file for a run of `command`; prunes all but the latest `keep`.
+
+    A directory that cannot be made or written (a file in the way, no permission, a read-only
+    disk) is a UsageError naming it and the ways around it."""
     directory = trace_dir()
+    try:
+        return _new_file(directory, command, keep)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write a trace in {directory}: {os_error_text(exc)} "
+            "(set XDG_STATE_HOME to a writable directory, or pass --trace PATH)"
+        ) from None
+
+
+def _new_file(directory: Path, command: str, keep: int) -> str:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     if directory.stat().st_mode & 0o077:  # made by someone else, or before: the traces are private
         directory.chmod(0o700)

@@ -229,15 +229,45 @@ def _probe_async(client: Any) -> bool:
     return False
 
 
-def check_client(client: Any, *, in_async: bool, api_given: bool = False) -> None:
+# The APIs each SDK's clients speak, by the SDK's top-level package: a client of one of them named
+# with another API is a mistake to tell at once (a custom client of any other package is not checked).
+_SDK_APIS = {
+    "openai": ("chat_completions", "responses"),
+    "anthropic": ("anthropic_messages",),
+    "botocore": ("bedrock_converse",),
+    "google": ("gemini_generate_content",),
+}
+_SDK_RESOURCE_MODULES = ("openai.resources", "anthropic.resources", "google.genai.models")
+
+
+def check_client(client: Any, *, in_async: bool, api: str | None = None) -> None:
     """Raise a TypeError that says what to do when `client` cannot serve this call.
 
     An async client cannot serve `stream()` (its calls are coroutines nobody would await); an
     object of no known SDK shape cannot serve anything, unless the caller named its `api` (a custom
-    client). A sync client in `astream()` is fine: it runs in a worker thread.
+    client). A sync client in `astream()` is fine: it runs in a worker thread. The near misses are
+    told by name: an SDK's client class instead of a client, one of its resources
+    (`client.chat.completions`) instead of the client, and an `api` the client's SDK does not speak.
     """
     kind = type(client).__name__
-    if not api_given and not looks_like_client(client):
+    if isinstance(client, type):
+        raise TypeError(
+            f"got the class {client.__module__.split('.')[0]}.{client.__name__}, not a client: pass an "
+            f"instance ({client.__name__}(...)) or a factory (lambda: {client.__name__}(...))"
+        )
+    module = type(client).__module__
+    if module.startswith(_SDK_RESOURCE_MODULES):
+        raise TypeError(
+            f"got the SDK resource {kind} ({module}), not a client: pass the client itself "
+            "(e.g. openai.OpenAI(...), not client.chat.completions); fsm_agent makes the call"
+        )
+    spoken = _SDK_APIS.get(module.split(".", 1)[0], ())
+    if api is not None and spoken and api not in spoken:
+        raise TypeError(
+            f"api={api!r} is not spoken by this {module.split('.', 1)[0]} client ({kind}); "
+            f"it speaks {' or '.join(repr(name) for name in spoken)}"
+        )
+    if api is None and not looks_like_client(client):
         raise TypeError(
             f"{kind} is not an SDK client fsm_agent knows: pass openai.OpenAI / AsyncOpenAI, "
             "anthropic.Anthropic / AsyncAnthropic, a boto3 'bedrock-runtime' client, "
@@ -248,6 +278,22 @@ def check_client(client: Any, *, in_async: bool, api_given: bool = False) -> Non
         raise TypeError(
             f"stream() got an async client ({kind}); use `await session.astream(...)` with it, "
             f"or pass the sync client ({kind.removeprefix('Async')}) to stream()"
+        )
+
+
+_CALLBACK_NAMES = ("on_text", "on_reasoning", "on_tool_call", "on_status", "on_activity", "on_tool_args")
+
+
+def check_callbacks(callbacks: tuple[Any, ...], interrupt: Any) -> None:
+    """Raise a TypeError, before anything is sent, for a callback that cannot be called (given in
+    the order of `_CALLBACK_NAMES`) or an `interrupt` that is not an Event-like object."""
+    for name, callback in zip(_CALLBACK_NAMES, callbacks, strict=True):
+        if callback is not None and not callable(callback):
+            raise TypeError(f"{name} must be a callable or None, not {type(callback).__name__}")
+    if interrupt is not None and not callable(getattr(interrupt, "is_set", None)):
+        raise TypeError(
+            "interrupt must be a threading.Event (or an object with is_set()), "
+            f"not {type(interrupt).__name__}"
         )
 
 
