@@ -110,7 +110,11 @@ class WatchdogTimer:
     is started on first use (again after a fork) and is a daemon: it holds nothing when idle.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, threaded: bool = True) -> None:
+        # `clock` and `threaded=False` are the seam for a virtual clock: a test then moves the
+        # clock itself and calls `run_due()` where the thread would have woken (WD-4, to the tick).
+        self.clock = clock
+        self._threaded = threaded
         self._cond = threading.Condition(threading.Lock())
         self._heap: list[list[Any]] = []
         self._blank = 0
@@ -158,6 +162,8 @@ class WatchdogTimer:
             self._blank = 0
 
     def _ensure_thread(self) -> None:
+        if not self._threaded:
+            return
         pid = os.getpid()
         if self._thread is None or self._pid != pid or not self._thread.is_alive():
             if self._pid != pid:  # forked: the parent's lock state and thread are not ours
@@ -165,34 +171,53 @@ class WatchdogTimer:
             self._thread = threading.Thread(target=self._run, name="fsm-agent-watchdog", daemon=True)
             self._thread.start()
 
-    def _run(self) -> None:
+    def _take_due(self) -> tuple[Watchdog | None, float | None]:
+        """Under the lock: the watchdog whose look is due now (its entry taken off the heap), or
+        None and how long until the next look is (None: no look booked)."""
         heap = self._heap  # swept in place, never replaced
+        while heap and heap[0][2] is None:
+            heapq.heappop(heap)
+            self._blank -= 1
+        if not heap:
+            return None, None
+        delay = heap[0][0] - self.clock()
+        if delay > 0:
+            return None, delay
+        watchdog: Watchdog = heapq.heappop(heap)[2]
+        watchdog._entry = None
+        return watchdog, None
+
+    def _look(self, watchdog: Watchdog) -> None:
+        # Outside the timer's lock: a watchdog's abort may take a moment, and must never hold up
+        # another request's arm or disarm.
+        try:
+            when = watchdog._tick()
+        except Exception:  # an abort that raised: the reader still sees `fired`
+            log.debug("a watchdog's abort raised", exc_info=True)
+            when = None
+        if when is not None:
+            self.schedule(watchdog, when)
+
+    def _run(self) -> None:
         while True:
             with self._cond:
-                while True:
-                    while heap and heap[0][2] is None:
-                        heapq.heappop(heap)
-                        self._blank -= 1
-                    if not heap:
-                        self._cond.wait()
-                        continue
-                    delay = heap[0][0] - time.monotonic()
-                    if delay <= 0:
-                        entry = heapq.heappop(heap)
-                        watchdog: Watchdog = entry[2]
-                        watchdog._entry = None
-                        break
+                watchdog, delay = self._take_due()
+                while watchdog is None:
                     self._cond.wait(delay)
-            # Outside the timer's lock: a watchdog's abort may take a moment, and must never hold
-            # up another request's arm or disarm.
-            try:
-                when = watchdog._tick()
-            except Exception:  # an abort that raised: the reader still sees `fired`
-                log.debug("a watchdog's abort raised", exc_info=True)
-                when = None
-            if when is not None:
-                self.schedule(watchdog, when)
-            del watchdog, entry  # hold no finished request while idle
+                    watchdog, delay = self._take_due()
+            self._look(watchdog)
+            del watchdog  # hold no finished request while idle
+
+    def run_due(self) -> float | None:
+        """Look at every watchdog that is due by the clock now, as the thread does when it wakes;
+        the clock time of the next booked look (None: none). For a timer made with
+        `threaded=False` (a virtual clock's test); the thread never calls it."""
+        while True:
+            with self._cond:
+                watchdog, delay = self._take_due()
+                if watchdog is None:
+                    return None if delay is None else self.clock() + delay
+            self._look(watchdog)
 
 
 _TIMER = WatchdogTimer()
@@ -216,6 +241,7 @@ class Watchdog:
         self.stale_timeout = stale_timeout
         self._user_event = interrupt_event
         self._timer = timer if timer is not None else _TIMER
+        self._clock = self._timer.clock
         self._lock = threading.Lock()
         # A back-off wait (BO-4) sleeps on a condition of `_lock`, made by the first wait: most
         # requests never wait.
@@ -231,12 +257,12 @@ class Watchdog:
     # -- called by the reading thread ----------------------------------------------------------------
     def start(self) -> None:
         if self._user_event is not None or self._interrupted:
-            self._timer.schedule(self, time.monotonic())
+            self._timer.schedule(self, self._clock())
 
     def arm(self, abort: Callable[[], None]) -> None:
         with self._lock:
             self._abort = abort
-            self._last_activity = now = time.monotonic()
+            self._last_activity = now = self._clock()
             if self.fired == "stale":
                 self.fired = None
             wait = self._next_wakeup()
@@ -244,12 +270,12 @@ class Watchdog:
 
     def touch(self) -> None:
         """Provider activity: push the deadline back. Lock-free: one float store."""
-        self._last_activity = time.monotonic()
+        self._last_activity = self._clock()
 
     def hold(self) -> float:
         """The caller's callbacks run now: their time is not provider silence (WD-1). Returns the
         time the hold began."""
-        self._held_since = now = time.monotonic()
+        self._held_since = now = self._clock()
         return now
 
     def release(self, active: bool = False) -> None:
@@ -260,9 +286,9 @@ class Watchdog:
             # Move the deadline first, then end the hold: the timer never sees a hold ended with
             # the deadline not yet moved. Activity seen during the hold is not counted twice.
             if active:
-                self._last_activity = time.monotonic()
+                self._last_activity = self._clock()
             else:
-                self._last_activity += time.monotonic() - max(held_since, self._last_activity)
+                self._last_activity += self._clock() - max(held_since, self._last_activity)
             self._held_since = None
 
     def disarm(self) -> None:
@@ -307,7 +333,7 @@ class Watchdog:
             if self._cond is not None:
                 self._cond.notify_all()  # a back-off wait ends at once (RES-11)
         if not stopped:
-            self._timer.schedule(self, time.monotonic())
+            self._timer.schedule(self, self._clock())
 
     # -- called by the timer thread --------------------------------------------------------------------
     def _tick(self) -> float | None:
@@ -324,12 +350,12 @@ class Watchdog:
             elif self.fired is None and self._abort is not None and self._remaining() <= 0:
                 self._fire("stale")
             wait = self._next_wakeup()
-            return None if wait is None else time.monotonic() + wait
+            return None if wait is None else self._clock() + wait
 
     def _remaining(self) -> float:
         if self._held_since is not None:
             return _HELD_RECHECK  # a callback is running: look again shortly after it returns
-        return self._last_activity + self.stale_timeout - time.monotonic()
+        return self._last_activity + self.stale_timeout - self._clock()
 
     def _next_wakeup(self) -> float | None:
         if self.fired is not None:
