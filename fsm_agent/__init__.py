@@ -124,7 +124,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__, "__version__"})
+    """The public names and the module's dunders: not its helpers (`TYPE_CHECKING`, `_WHERE`)."""
+    return sorted({*__all__, "__version__", *(name for name in globals() if name.startswith("__"))})
 
 
 def _installed_version() -> str:

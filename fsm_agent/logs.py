@@ -47,11 +47,26 @@ def _configured_structlog() -> Any:
     return structlog
 
 
+def summary_line(record: TransitionRecord) -> str:
+    """A transition in one short line: what a `logging.basicConfig(level=INFO)` user reads."""
+    decided = ",".join(name for name, value in record.guards.items() if value is True)
+    return (
+        f"transition {record.source} -> {record.dest} on {record.trigger}"
+        f" request={record.request_id} attempt={record.attempt} t={record.t:.3f}"
+        f" route={record.route}" + (f" guards={decided}" if decided else "")
+    )
+
+
 def log_record(record: TransitionRecord) -> None:
+    """Log one transition (FSM-5). To a configured structlog: the whole record, as its processors
+    render it. To the standard library logger: one short line at INFO, and the whole record as JSON
+    only at DEBUG, so that `basicConfig(level=INFO)` shows the machine's path, not ~1 KB a step."""
     structlog = _configured_structlog()
     if structlog is not None:
         structlog.get_logger("fsm_agent").info("transition", **record.as_dict())
         return
-    if not _stdlib_logger.isEnabledFor(logging.INFO):
-        return  # nothing would be written: skip building the event dict (and importing structlog)
-    _fallback_logger().info("transition", **record.as_dict())
+    if _stdlib_logger.isEnabledFor(logging.DEBUG):
+        _fallback_logger().debug("transition", **record.as_dict())
+    elif _stdlib_logger.isEnabledFor(logging.INFO):
+        _stdlib_logger.info(summary_line(record))
+    # else nothing would be written: no event dict is built (and structlog is not imported)

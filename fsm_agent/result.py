@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .reprs import brief_text, fields_repr
+from .trace.records import TransitionRecord
 
 __all__ = ["Choice", "Deferred", "StreamResult", "ToolCall", "Usage", "built"]
 
@@ -169,7 +170,7 @@ class StreamResult:
     streamed: bool = True
     provider_data: dict[str, Any] = field(default_factory=dict)
     raw: Any = _RawField()
-    records: list[Any] = field(default_factory=list)
+    records: list[TransitionRecord] = field(default_factory=list)
     extra_choices: list[Choice] = field(default_factory=list)
     route: str | None = None  # RT-1: the name of the route that answered
 

@@ -232,3 +232,15 @@ def test_a_terminal_that_cannot_show_the_glyphs_gets_ascii(
     assert status == 0 and "Traceback" not in written, written[-2000:]
     assert re.search(r"outcome +complete", ANSI.sub("", written))
     remove_trace(ANSI.sub("", written))
+
+
+def test_replay_on_a_terminal_fits_its_width(terminal: Callable[..., Terminal]) -> None:
+    """A narrow terminal: every line of the timeline is cut to its width (`…` in the last column);
+    a pipe still gets whole lines (tests/test_replay_cli.py reads them)."""
+    golden = ROOT / "tests" / "golden" / "tool-call-stub.jsonl"
+    term = terminal("replay", str(golden), env={"COLUMNS": "60", "LINES": "60"})
+    term.finish()
+    lines = [line.rstrip() for line in ANSI.sub("", bytes(term.raw).decode()).splitlines()]
+    assert any("source -> dest" in line or line.endswith("…") for line in lines), lines
+    assert lines and max(len(line) for line in lines) <= 60, max(lines, key=len)
+    assert sum(line.endswith("…") for line in lines) >= 3  # the step lines were longer than 60

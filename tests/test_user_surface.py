@@ -200,3 +200,31 @@ def test_importing_the_package_changes_no_other_library_and_logs_nothing_by_defa
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert logging.getLogger("transitions").level == logging.NOTSET
+
+
+@pytest.mark.parametrize("level", ["INFO", "DEBUG"])
+def test_basic_logging_shows_one_short_line_a_transition_at_info_and_the_record_at_debug(
+    level: str,
+) -> None:
+    code = (
+        "import logging, openai, fsm_agent\n"
+        "from fsm_agent.testing import Emulator, Scenario\n"
+        f"logging.basicConfig(level=logging.{level}, format='%(name)s %(message)s')\n"
+        "with Emulator() as em:\n"
+        "    em.script(Scenario.build('Hello there.'))\n"
+        "    client = openai.OpenAI(base_url=em.openai_base_url, api_key='x')\n"
+        "    fsm_agent.Session().stream(client, {'model': 'm', 'messages': []})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    ours = [line.removeprefix("fsm_agent ") for line in lines if line.startswith("fsm_agent ")]
+    assert len(ours) == 4, done.stderr  # start, text, finish, end: idle .. done
+    if level == "INFO":
+        assert ours[0].startswith("transition idle -> connecting on start request=")
+        assert all(len(line) < 200 for line in ours), ours
+    else:
+        import json
+
+        records = [json.loads(line) for line in ours]
+        assert [r["dest"] for r in records][-1] == "done" and "inputs" in records[0]

@@ -1,8 +1,9 @@
 """`fsm-agent emulate [--port P] [--scenario S]`: the provider emulator in the foreground (EMU-1).
 
 Serves the named scenario script on 127.0.0.1 for users' own clients — again from its start each
-time it has been played in full — prints the base URL to give each SDK, and runs until Ctrl-C (or
-SIGTERM), then stops its connections and threads. It never talks to a real provider.
+time it has been played in full — prints the base URL to give each SDK and a line per request
+served, and runs until Ctrl-C (or SIGTERM), then stops its connections and threads. It never
+talks to a real provider.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from types import FrameType
 from typing import Any
 
 from ..testing.registry import get_scenarios, scenario_names, serve_forever
+from ..trace.timeline import safe_text
 from .args import non_negative_seconds, port_number
 
-__all__ = ["add_arguments", "describe", "run"]
+__all__ = ["add_arguments", "describe", "run", "served_line"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +57,15 @@ def describe(emulator: Any, scenario: str) -> str:
     )
 
 
+def served_line(number: int, request: Any) -> str:
+    """One line per request served: its number, method and path, the API and whether it streamed."""
+    how = "streaming" if request.stream else "not streaming"
+    model = request.body.get("model") if isinstance(request.body, dict) else None
+    shown = f", model {safe_text(str(model))[:60]}" if model else ""
+    api = request.api or "unknown api"
+    return f"#{number} {request.method} {safe_text(request.path)[:120]} ({api}, {how}{shown})"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(scenario_names()))
@@ -67,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
     def ready(emulator: Any) -> None:
         print(describe(emulator, args.scenario), flush=True)
+
+    def served(number: int, request: Any) -> None:
+        print(served_line(number, request), flush=True)
 
     stop = threading.Event()
     interrupted = threading.Event()
@@ -81,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
     previous_term = signal.signal(signal.SIGTERM, on_sigterm)
     previous_int = signal.signal(signal.SIGINT, on_sigint)
     try:
-        serve_forever(args.port, args.scenario, frame_delay=args.frame_delay, ready=ready, stop=stop)
+        serve_forever(
+            args.port, args.scenario, frame_delay=args.frame_delay, ready=ready, stop=stop, served=served
+        )
     except BrokenPipeError:  # stdout's reader left: the command's own concern (exit 141)
         raise
     except OSError as exc:  # the port is taken, or not ours to bind

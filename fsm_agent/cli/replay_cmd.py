@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from typing import Any
 
 from ..trace.timeline import format_report, safe_text
 from .args import non_negative_int, non_negative_seconds, positive_int, positive_seconds
 
-__all__ = ["add_arguments", "format_report", "run", "safe_text"]
+__all__ = ["add_arguments", "format_report", "run", "safe_text", "terminal_width"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a trace file (JSON Lines) written with Session(trace=…)")
@@ -74,5 +75,14 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report.as_dict(), sys.stdout, indent=2, default=repr)
         sys.stdout.write("\n")
     else:
-        format_report(report, sys.stdout)
+        format_report(report, sys.stdout, width=terminal_width(sys.stdout))
     return 0 if report.matched else 1
+
+
+def terminal_width(out: Any) -> int | None:
+    """The columns of the terminal `out` writes to (COLUMNS wins, as for every CLI); None for a
+    pipe or a file, which get whole lines."""
+    isatty = getattr(out, "isatty", None)
+    if not (callable(isatty) and isatty()):
+        return None
+    return shutil.get_terminal_size().columns

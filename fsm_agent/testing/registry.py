@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fsm_agent.testing import faults as F
+from fsm_agent.testing.handler import Request
 from fsm_agent.testing.scenario import Scenario, ToolCall, Usage
 from fsm_agent.testing.server import Emulator
 
@@ -310,11 +311,13 @@ def serve_forever(
     frame_delay: float = 0.0,
     ready: Callable[[Emulator], None] | None = None,
     stop: threading.Event | None = None,
+    served: Callable[[int, Request], None] | None = None,
 ) -> None:
     """Serve the named script on 127.0.0.1:``port`` until ``stop`` is set or Ctrl-C.
 
     The script restarts from its first scenario whenever it has been played in full, so a client
-    can run the demo again. ``ready`` is called with the running emulator (to print its URLs).
+    can run the demo again. ``ready`` is called with the running emulator (to print its URLs);
+    ``served`` with each request's number (from 1) and the request, soon after it arrives.
     """
     script = get_scenarios(scenario_name)
     stop = stop if stop is not None else threading.Event()
@@ -322,8 +325,18 @@ def serve_forever(
         emu.script(*script, cycle=True)
         if ready is not None:
             ready(emu)
+        told = 0
+
+        def tell() -> None:
+            nonlocal told
+            if served is not None:
+                for request in emu.requests[told:]:
+                    told += 1
+                    served(told, request)
+
         try:
             while not stop.wait(0.1):
-                pass
+                tell()
         except KeyboardInterrupt:
             pass
+        tell()  # the ones that came since the last look, before the emulator stops

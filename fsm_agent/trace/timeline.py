@@ -28,14 +28,18 @@ def safe_text(text: object) -> str:
 
 
 class _SafeOut:
-    """A text stream whose every line is written with its control characters escaped (SEC-7)."""
+    """A text stream whose every line is written with its control characters escaped (SEC-7), and
+    cut to `width` columns (a terminal's: its last column shows `…`) when a width is given."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, width: int | None = None) -> None:
         self._out = out
+        self._width = width if width is None else max(width, 20)
 
     def write(self, text: str) -> int:
-        lines = text.split("\n")
-        return self._out.write("\n".join(safe_text(line) for line in lines))
+        lines = [safe_text(line) for line in text.split("\n")]
+        if self._width is not None:
+            lines = [line if len(line) <= self._width else line[: self._width - 1] + "…" for line in lines]
+        return self._out.write("\n".join(lines))
 
 
 def timeline(report: Any) -> str:
@@ -118,9 +122,10 @@ def _step_line(step: Any, route_width: int = 0) -> str:
     return line + f"        recorded: {want.source} -> {want.dest} [{want.trigger}]  {_deciding(want)}\n"
 
 
-def format_report(report: Any, out: TextIO) -> None:
-    """The timeline, every field escaped of control characters (SEC-7)."""
-    _format_report(report, _SafeOut(out))  # type: ignore[arg-type]
+def format_report(report: Any, out: TextIO, width: int | None = None) -> None:
+    """The timeline, every field escaped of control characters (SEC-7); each line cut to `width`
+    columns when given (a terminal's width; a pipe gets whole lines)."""
+    _format_report(report, _SafeOut(out, width))  # type: ignore[arg-type]
 
 
 def _format_report(report: Any, out: TextIO) -> None:
