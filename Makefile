@@ -15,13 +15,26 @@ OLD_SDK_TESTS = $(sort $(wildcard tests/test_chat_*.py tests/test_anthropic_*.py
 	tests/test_*resilience*.py tests/test_backoff*.py tests/test_rate_limits.py tests/test_sdk_internals.py tests/test_user_surface.py \
 	tests/test_pytest_plugin.py tests/test_examples.py))
 
-.PHONY: demo test test-old-sdks docs lint diagrams bench clean
+.PHONY: demo test test-fast test-old-sdks docs lint diagrams bench clean
 
-$(STAMP): pyproject.toml
+# Each target installs what it needs and no more: the demo the package with its SDKs and live
+# display; the tests and lint the development tools too; the docs site its MkDocs plugins.
+DEMO_STAMP := $(VENV)/.demo-stamp
+DOCS_STAMP := $(VENV)/.docs-stamp
+
+$(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[all,dev,docs]'
+	$(PY) -m pip install -q -e '.[all]'
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
+	$(PY) -m pip install -q -e '.[all,dev]'
 	touch $(STAMP)
+
+$(DOCS_STAMP): $(DEMO_STAMP)
+	$(PY) -m pip install -q -e '.[all,docs]'
+	touch $(DOCS_STAMP)
 
 $(OLD_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(OLD_VENV)
@@ -29,24 +42,28 @@ $(OLD_STAMP): pyproject.toml
 	$(OLD_PY) -m pip install -q -e '.[all,dev]' $(OLD_SDKS)
 	touch $(OLD_STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) -m fsm_agent demo
 
 test: $(STAMP)
 	$(PY) -m pytest
 
+# The suite without the tests marked slow (each over ~5 s): a quick check while working.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
 test-old-sdks: $(OLD_STAMP)
 	$(OLD_PY) -c "import openai, anthropic; print('older SDKs: openai', openai.__version__, '· anthropic', anthropic.__version__)"
 	$(OLD_PY) -m pytest $(OLD_SDK_TESTS)
 
-docs: $(STAMP)
+docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 lint: $(STAMP)
 	$(PY) -m ruff check fsm_agent tests bench examples
 	$(PY) -m mypy
 
-diagrams: $(STAMP)
+diagrams: $(DEMO_STAMP)
 	$(PY) -m fsm_agent diagram --out diagrams
 
 bench: $(STAMP)

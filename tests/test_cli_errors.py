@@ -74,6 +74,7 @@ BAD_INPUTS = {
 }
 
 
+@pytest.mark.slow
 def test_each_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("not a directory")
     processes = {}
@@ -109,6 +110,7 @@ def _closed_pipe_run(argv: list[str], environ: dict[str, str]) -> tuple[int, str
     return process.returncode, err.decode()
 
 
+@pytest.mark.slow
 def test_every_subcommand_leaves_a_closed_pipe_silently_with_141(tmp_path: Path, trace_file: Path) -> None:
     cases = [
         ["demo", "--list"],

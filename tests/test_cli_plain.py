@@ -75,6 +75,7 @@ def trace_lines(path: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_default_demo_through_a_pipe(tmp_path: Path) -> None:
     """What `make demo` runs: no arguments, the default scenario, exit status 0."""
     trace = tmp_path / "demo.jsonl"
@@ -110,6 +111,7 @@ def test_default_demo_through_a_pipe(tmp_path: Path) -> None:
     assert fsm_agent.replay(str(trace)).matched  # the tee'd trace replays (TR-3)
 
 
+@pytest.mark.slow
 def test_every_featured_scenario_and_every_api_ends_as_it_should() -> None:
     """All at once (they are mostly waiting): each scenario on Chat Completions, and the default
     scenario — the tool call cut and recovered — on the four other APIs."""
@@ -289,6 +291,7 @@ def test_a_reader_that_leaves_ends_the_run_quietly(tmp_path: Path) -> None:
     assert err == b""
 
 
+@pytest.mark.slow
 def test_rate_limited_and_overloaded_demos_wait_and_complete(tmp_path: Path) -> None:
     """BO-2: `rate-limited` (HTTP 429, retry-after: 1) ends complete after waiting its hint;
     `overloaded` (529 twice, no hint) backs off twice. The replayed timeline shows each wait. (Both

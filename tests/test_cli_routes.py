@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from test_cli_plain import command, run, run_all, summary, trace_lines
 
 import fsm_agent
 
 
+@pytest.mark.slow
 def test_provider_down_switches_to_the_fallback_route(tmp_path: Path) -> None:
     trace = tmp_path / "down.jsonl"
     runs = run_all(
@@ -66,6 +68,7 @@ def test_a_bad_fallback_is_one_line() -> None:
         assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
+@pytest.mark.slow
 def test_the_live_view_shows_the_switch_and_the_route() -> None:
     from test_cli_tty import Terminal
 

@@ -120,6 +120,7 @@ def status_states(transcript: str) -> list[str]:
     return shown
 
 
+@pytest.mark.slow
 def test_default_demo_on_a_terminal(terminal: Callable[..., Terminal]) -> None:
     term = terminal("demo")
     status = term.finish()
@@ -210,6 +211,7 @@ def test_no_color_on_a_terminal_writes_no_escape_codes(terminal: Callable[..., T
     remove_trace(term.text)
 
 
+@pytest.mark.slow
 def test_the_status_bar_counts_down_a_rate_limit_wait(terminal: Callable[..., Terminal]) -> None:
     """BO-4: `rate-limited` waits its 1 s hint in `waiting`, the status bar counting it down."""
     term = terminal("demo", "rate-limited", "--frame-delay", "0")

@@ -67,6 +67,7 @@ def test_every_example_is_checked() -> None:
     assert scripts == set(EXPECTED)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_example_runs_against_the_emulator(script: str, tmp_path: Path) -> None:
     done = subprocess.run(
@@ -83,6 +84,7 @@ def test_example_runs_against_the_emulator(script: str, tmp_path: Path) -> None:
         assert line in done.stdout, (line, done.stdout)
 
 
+@pytest.mark.slow
 def test_the_emulator_example_tests_pass_with_no_conftest(tmp_path: Path) -> None:
     """examples/test_my_agent.py gets its `emulator` fixture from the plugin, as a user's test would."""
     from importlib.metadata import entry_points

@@ -69,6 +69,7 @@ def session(health: Any, **settings: Any) -> fsm_agent.Session:
     return fsm_agent.Session(health=health, **settings)
 
 
+@pytest.mark.slow
 def test_a_breaker_tripped_by_one_process_stops_the_other(
     redis_server: RedisServer,
     redis_prefix: str,

@@ -361,6 +361,7 @@ def test_wd4_the_shared_timer_wakes_at_each_deadline_and_at_nothing_else() -> No
     assert timer.pending() == 0
 
 
+@pytest.mark.slow
 def test_200_concurrent_sync_requests_stall_on_the_one_shared_timer(
     stalling_emulator_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -572,6 +573,7 @@ def _cyclic_per_request(run: Callable[[], object], count: int = 20) -> float:
         gc.enable()
 
 
+@pytest.mark.slow
 def test_no_request_leaves_a_reference_cycle_whatever_state_it_ends_in() -> None:
     """A request that raises keeps no reference to itself through the error it raised (the error's
     traceback holds the driver's frames): every case, sync, leaves nothing for the collector. A
@@ -583,6 +585,7 @@ def test_no_request_leaves_a_reference_cycle_whatever_state_it_ends_in() -> None
         assert cyclic <= 2, (name, cyclic)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["http_500", "malformed_chunk", "stall"])
 def test_no_async_request_leaves_a_reference_cycle(emulator: Emulator, fault: str) -> None:
     faults: dict[str, tuple[Any, type[BaseException]]] = {
@@ -640,6 +643,7 @@ def structlog_unconfigured() -> Iterator[None]:
             structlog.configure(**saved)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)  # ~10 s on a quiet machine; the SDK's own request building dominates
 def test_ten_thousand_requests_leave_nothing_behind(structlog_unconfigured: None) -> None:
     """10,000 requests cycling through the cases (nine in ten raise, one in each state). The gc's

@@ -67,6 +67,7 @@ json_texts = st.tuples(values, st.booleans(), st.sampled_from(["", " ", "\n  "])
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(splits(json_texts))
 def test_values_only_grow_and_the_last_is_json_loads(case: tuple[str, list[int]]) -> None:
