@@ -246,3 +246,16 @@ def test_replay_on_a_terminal_fits_its_width(terminal: Callable[..., Terminal]) 
     assert any("source -> dest" in line or line.endswith("…") for line in lines), lines
     assert lines and max(len(line) for line in lines) <= 60, max(lines, key=len)
     assert sum(line.endswith("…") for line in lines) >= 3  # the step lines were longer than 60
+
+
+def test_without_the_cli_extra_a_terminal_gets_plain_text_and_a_hint(
+    terminal: Callable[..., Terminal], tmp_path: Path
+) -> None:
+    blocker = tmp_path / "rich"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('rich is not installed (test)')\n")
+    term = terminal("demo", "happy", "--frame-delay", "0", env={"PYTHONPATH": str(tmp_path)})
+    assert term.finish() == 0
+    assert "pip install 'fsm_agent[cli]'" in term.transcript  # stderr shares the terminal
+    assert "outcome              complete" in term.text and "╭" not in term.transcript  # plain view
+    remove_trace(term.text)

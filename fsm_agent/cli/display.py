@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TextIO
 
@@ -73,8 +74,14 @@ def make_view(stream: TextIO, progress: Progress, *, no_color: bool = False) -> 
     try:
         from .live_view import LiveView  # rich is needed only for the terminal view
     except ImportError:  # installed without the `cli` extra: the same information, plainly
+        print(LIVE_DISPLAY_HINT, file=sys.stderr)
         return PlainView(stream, progress)
     return LiveView.for_stream(stream, progress)
+
+
+LIVE_DISPLAY_HINT = (
+    "fsm-agent: showing plain text; the live display needs the cli extra: pip install 'fsm_agent[cli]'"
+)
 
 
 def size(nbytes: int) -> str:
