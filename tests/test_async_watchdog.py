@@ -5,9 +5,12 @@ driver with the real `openai.AsyncOpenAI` client. Stale timeouts are kept at 0.3
 from __future__ import annotations
 
 import asyncio
+import random
 import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+import looptime
 import pytest
 from helpers import DONE, INSTANT, Collect, chunk, params, sse
 from test_async_support import AsyncAttemptSpy, AsyncCollect, AsyncLeakCheck, aleaks, aspy, astream
@@ -239,39 +242,99 @@ def test_wd4_abort_within_quarter_second_without_polling(aleaks: AsyncLeakCheck)
 
 def test_wd4_timer_wakes_at_deadlines_only() -> None:
     """The stall timer is re-aimed lazily: 50 touches in 0.25 s cost no timer work, only a wake-up
-    at each deadline passed, and it fires on the deadline measured from the last touch."""
+    at each deadline passed, and it fires on the deadline measured from the last touch. On the
+    loop's virtual clock (looptime): to the tick, whatever the machine's load."""
     fired: list[float] = []
 
     async def main() -> None:
+        loop = asyncio.get_running_loop()
         watchdog = LoopWatchdog(0.2)
         woke: list[float] = []
         original = watchdog._check_stale
 
         def counting_check() -> None:
-            woke.append(time.monotonic())
+            woke.append(loop.time())
             original()
 
         watchdog._check_stale = counting_check  # type: ignore[method-assign]
         watchdog.arm(stale=True)
-        started = time.monotonic()
+        started = loop.time()
         try:
             for _ in range(50):
                 await asyncio.sleep(0.005)
                 watchdog.touch()
-            last = time.monotonic()
+            last = loop.time()
             await asyncio.sleep(1.0)
         except asyncio.CancelledError:
             assert watchdog.claim()
-            fired.append(time.monotonic() - last)
+            fired.append(loop.time() - last)
         finally:
             watchdog.disarm()
         assert watchdog.fired == "stale"
-        # A wake-up per deadline it moved on from (about one per 0.2 s of touching), none per touch.
-        assert 2 <= len(woke) <= 2 + int((last - started) / 0.2)
+        # A wake-up at each deadline it moved on from (one per 0.2 s of touching: at 0.2 s, then at
+        # 0.2 s past the touch it found there), none per touch, and the last on the deadline itself.
+        assert len(woke) == 3 and woke[0] == pytest.approx(started + 0.2, abs=1e-5)
+        assert woke[1] == pytest.approx(started + 0.195 + 0.2, abs=1e-5)
+        assert woke[2] == pytest.approx(last + 0.2, abs=1e-5)
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
-    asyncio.run(main())
-    assert fired and 0.19 <= fired[0] < 0.2 + 0.25  # WD-4: within 0.25 s of the deadline
+    run_on_virtual_time(main)
+    assert fired == [pytest.approx(0.2, abs=1e-5)]  # WD-4: on the deadline
+
+
+def run_on_virtual_time(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run `main()` on an event loop with a virtual clock (looptime): sleeps and timers take no
+    real time and the loop's time moves only by them, so a timing rule is checked exactly."""
+    loop = looptime.new_event_loop(start=0.0, noop_cycles=0)
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_wd4_two_hundred_async_watchdogs_each_fire_at_their_own_deadline() -> None:
+    """200 requests on one loop, each blocked on a read that never answers, some with provider
+    activity, some interrupted from another task: each read is cancelled at its own deadline (or its
+    interrupt) to the tick, never before (WD-4, RES-11)."""
+    rng = random.Random(26)
+    ended: dict[int, tuple[float, str | None]] = {}
+
+    async def one(n: int, stale: float, touches: list[float], interrupt_at: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        watchdog = LoopWatchdog(stale)
+        watchdog.start()
+        if interrupt_at is not None:
+            loop.call_at(interrupt_at, watchdog.interrupt)
+        for when in touches:
+            loop.call_at(when, watchdog.touch)
+        watchdog.arm(stale=True)
+        try:
+            await loop.create_future()  # a read that never answers
+        except asyncio.CancelledError:
+            assert watchdog.claim()
+            ended[n] = (loop.time(), watchdog.fired)
+        finally:
+            watchdog.disarm()
+            watchdog.stop()
+
+    plans = []
+    for n in range(200):
+        stale = rng.uniform(0.1, 5.0)
+        touches = sorted(rng.uniform(0, stale) for _ in range(rng.choice((0, 0, 1, 3))))
+        deadline = (touches[-1] if touches else 0.0) + stale
+        interrupt_at = rng.uniform(0, deadline) if n % 20 == 0 else None
+        plans.append((n, stale, touches, interrupt_at, deadline))
+
+    async def main() -> None:
+        await asyncio.gather(*(one(n, stale, touches, at) for n, stale, touches, at, _ in plans))
+
+    run_on_virtual_time(main)
+    for n, _, _, interrupt_at, deadline in plans:
+        when, why = ended[n]
+        if interrupt_at is not None:
+            assert (why, when) == ("interrupt", pytest.approx(interrupt_at, abs=1e-5)), n
+        else:
+            assert (why, when) == ("stale", pytest.approx(deadline, abs=1e-5)), n
 
 
 @pytest.mark.parametrize(("caller_cancels", "ours"), [(False, True), (True, False)])
