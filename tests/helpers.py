@@ -31,6 +31,12 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 # Tests about what a retry decides, not about when it happens, retry at once (BO-2).
 INSTANT = Backoff(base=0)
 
+# How soon an interrupt or a cancellation must end a request in a test over loopback: far sooner
+# than anything else in the test would end it (a 2-10 s stall of the emulator, a 30 s watchdog),
+# with room for a loaded 2-core machine. It tells "the interrupt ended it" from "something else
+# did"; how soon it really ends on a machine is a benchmark's to print, never a test's to race.
+PROMPTLY = 1.5
+
 
 def params(model: str = "gpt-4.1-mini", **extra: Any) -> dict[str, Any]:
     return {"model": model, "messages": [dict(m) for m in MESSAGES], **extra}

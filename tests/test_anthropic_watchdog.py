@@ -11,7 +11,7 @@ from typing import Any
 import helpers
 import pytest
 import test_anthropic_common as common
-from helpers import INSTANT, AttemptSpy, Collect, LeakCheck, sse, wait_until
+from helpers import INSTANT, PROMPTLY, AttemptSpy, Collect, LeakCheck, sse, wait_until
 from test_anthropic_common import WRITE, ant_client, params
 
 import fsm_agent
@@ -103,7 +103,7 @@ def test_wd1_stall_mid_tool_call_retried_with_marker(leaks: LeakCheck, spy: Atte
 def test_wd1_pings_alone_do_not_keep_a_stalled_stream_alive(leaks: LeakCheck, visible: bool) -> None:
     frames = (START, TEXT_BLOCK, text_delta("Visible text.")) if visible else (START,)
     leaks.emulator.script(
-        Scenario(raw=(*frames, *(PING,) * 40), frame_delay=0.05), Scenario.build("Recovered.")
+        Scenario(raw=(*frames, *(PING,) * 200), frame_delay=0.05), Scenario.build("Recovered.")
     )
     got = Collect()
     started = time.monotonic()
@@ -111,7 +111,7 @@ def test_wd1_pings_alone_do_not_keep_a_stalled_stream_alive(leaks: LeakCheck, vi
     assert stalled_to(result) == 1
     assert got.activity.count("ping") >= 4  # pings kept coming during the stall, and were seen
     if visible:
-        assert time.monotonic() - started < 1.5  # the 2 s of pings did not keep it alive
+        assert time.monotonic() - started < 0.3 + PROMPTLY  # the 10 s of pings did not keep it alive
         assert result.stub and result.content == "Visible text."
     else:
         assert (result.content, result.attempts) == ("Recovered.", 2)
@@ -138,7 +138,9 @@ def test_wd4_abort_within_quarter_second_of_the_deadline(leaks: LeakCheck) -> No
         )
     cpu_used = time.process_time() - cpu_before
     late = stalled_at[0] - (last_activity[-1] + stale)
-    assert -0.01 <= late < 0.25, f"stall noticed {late:+.3f} s after the deadline"
+    # WD-4's 0.25 s is the virtual-clock tests' (test_overhead.py, test_async_watchdog.py); here: this
+    # deadline fired, not an earlier look nor a later one, whatever the machine's load.
+    assert -0.01 <= late < PROMPTLY, f"stall noticed {late:+.3f} s after the deadline"
     assert cpu_used < 0.25, f"{cpu_used:.3f} s of CPU during a {stale} s wait: busy polling?"
     leaks.assert_clean()
 
@@ -167,7 +169,7 @@ def test_res11_interrupt_during_a_stall(leaks: LeakCheck, spy: AttemptSpy, where
         session.stream(client, params(), **got.callbacks(activity=True))
     raised_at = time.monotonic()
     thread.join()
-    assert fired_at and raised_at - fired_at[0] < 0.2
+    assert fired_at and raised_at - fired_at[0] < PROMPTLY
     assert len(leaks.emulator.requests) == 1  # never retried
     assert not any("reconnecting" in t or "Stream stalled" in t for t in got.texts)
     spy.assert_each_closed_once(1)

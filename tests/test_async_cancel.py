@@ -13,7 +13,7 @@ from typing import Any
 
 import openai
 import pytest
-from helpers import INSTANT, Collect, params, wait_until
+from helpers import INSTANT, PROMPTLY, Collect, params, wait_until
 from test_async_support import AsyncAttemptSpy, AsyncLeakCheck, aleaks, aspy, astream
 
 import fsm_agent
@@ -63,7 +63,7 @@ def test_cancel_mid_stream_closes_once_and_propagates(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert time.monotonic() - cancelled_at < 0.2
+        assert time.monotonic() - cancelled_at < PROMPTLY
         assert task.cancelled()
         aspy.assert_each_closed_once(1)
         assert not any("reconnecting" in t or "Stream stalled" in t for t in got.texts)
@@ -191,7 +191,7 @@ def test_session_interrupt_from_another_thread_while_silent(
             raised_at = time.monotonic()
         finally:
             await asyncio.to_thread(thread.join)
-        assert fired_at and raised_at - fired_at[0] < 0.2
+        assert fired_at and raised_at - fired_at[0] < PROMPTLY
         aspy.assert_each_closed_once(1)
         assert (await astream(aleaks, session, Collect())).content == "Still usable."
 
@@ -214,7 +214,7 @@ def test_interrupt_event_while_silent(aleaks: AsyncLeakCheck, aspy: AsyncAttempt
             raised_at = time.monotonic()
         finally:
             await asyncio.to_thread(thread.join)
-        assert fired_at and raised_at - fired_at[0] < 0.2
+        assert fired_at and raised_at - fired_at[0] < PROMPTLY
 
     aleaks.run(main)
     aspy.assert_each_closed_once(1)
@@ -223,7 +223,7 @@ def test_interrupt_event_while_silent(aleaks: AsyncLeakCheck, aspy: AsyncAttempt
 def test_interrupt_during_a_stall_beats_the_stall(aleaks: AsyncLeakCheck) -> None:
     """Interrupt while the stream is silent, before the stall deadline: InterruptedError, no retry."""
     aleaks.emulator.script(silent("before-text"))
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.5)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=30)  # its deadline far after the interrupt
     got = Collect()
 
     async def main() -> None:
@@ -236,7 +236,7 @@ def test_interrupt_during_a_stall_beats_the_stall(aleaks: AsyncLeakCheck) -> Non
         started = time.monotonic()
         with pytest.raises(InterruptedError):
             await astream(aleaks, session, got, activity=True)
-        assert time.monotonic() - started < 0.5
+        assert time.monotonic() - started < 0.25 + PROMPTLY
         await helper
 
     aleaks.run(main)
@@ -363,7 +363,7 @@ def test_worker_thread_silent_before_headers_ends_promptly(aleaks: AsyncLeakChec
             session.interrupt()
         with pytest.raises(asyncio.CancelledError if how == "cancel" else InterruptedError):
             await task
-        assert time.monotonic() - fired_at < 0.2
+        assert time.monotonic() - fired_at < PROMPTLY
 
     try:
         aleaks.run(main, timeout=1.0)

@@ -21,7 +21,7 @@ import botocore.config
 import openai
 import pytest
 from google import genai
-from helpers import INSTANT, Collect, wait_until
+from helpers import INSTANT, PROMPTLY, Collect, wait_until
 from test_async_support import AsyncLeakCheck, aleaks, busy_connections
 
 import fsm_agent
@@ -233,7 +233,7 @@ def test_wd1_stall_before_text_is_retried(aleaks: AsyncLeakCheck, kit: Kit, open
     async def main() -> Any:
         started = time.monotonic()
         result = await session.astream(kit.client(aleaks), kit.params(), **kit.api())
-        assert time.monotonic() - started < 0.3 + 0.5
+        assert time.monotonic() - started < 0.3 + PROMPTLY
         return result
 
     result = aleaks.run(main)
@@ -276,7 +276,7 @@ def test_cancel_while_silent_closes_once_and_propagates(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert time.monotonic() - cancelled_at < 0.2
+        assert time.monotonic() - cancelled_at < PROMPTLY
 
     aleaks.run(main)
     assert (sink.records[-1].trigger, sink.records[-1].dest) == ("interrupt", "failed")
@@ -308,7 +308,7 @@ def test_res11_interrupt_from_another_thread_while_silent(
             await asyncio.to_thread(thread.join)
 
     raised_at = aleaks.run(main)
-    assert fired_at and raised_at - fired_at[0] < 0.2
+    assert fired_at and raised_at - fired_at[0] < PROMPTLY
     assert len(aleaks.emulator.requests) == 1
     closed_once(opened, 1)
 
@@ -328,7 +328,7 @@ def test_res11_interrupt_before_the_response_headers(aleaks: AsyncLeakCheck, kit
         session.interrupt()
         with pytest.raises(InterruptedError):
             await task
-        assert time.monotonic() - fired_at < 0.2
+        assert time.monotonic() - fired_at < PROMPTLY
         # botocore retries the aborted request by itself (max_attempts=1 here); the worker's
         # socket is shut down again while the loop runs, so the worker ends soon after
         deadline = time.monotonic() + 3.0

@@ -12,7 +12,7 @@ from typing import Any
 import helpers
 import openai
 import pytest
-from helpers import INSTANT, AttemptSpy, Collect, LeakCheck, params, text_frames, wait_until
+from helpers import INSTANT, PROMPTLY, AttemptSpy, Collect, LeakCheck, params, text_frames, wait_until
 from sdk_transport import OPENAI_HTTP
 
 import fsm_agent
@@ -517,7 +517,7 @@ def test_res11_session_interrupt_while_provider_silent(leaks: LeakCheck, spy: At
         session.stream(client, params(), **got.callbacks(activity=True))
     raised_at = time.monotonic()
     thread.join()
-    assert fired_at and raised_at - fired_at[0] < 0.2
+    assert fired_at and raised_at - fired_at[0] < PROMPTLY
     assert len(leaks.emulator.requests) == 1  # never retried
     assert not any("reconnecting" in t or "Stream stalled" in t for t in got.texts)
     spy.assert_each_closed_once(1)
@@ -540,7 +540,7 @@ def test_res11_interrupt_event_while_provider_silent(leaks: LeakCheck, spy: Atte
         session.stream(client, params(), interrupt=event, **got.callbacks(activity=True))
     raised_at = time.monotonic()
     thread.join()
-    assert fired_at and raised_at - fired_at[0] < 0.2
+    assert fired_at and raised_at - fired_at[0] < PROMPTLY
     assert len(leaks.emulator.requests) == 1
     spy.assert_each_closed_once(1)
     leaks.emulator.script(Scenario.build("Still usable."))
@@ -576,11 +576,9 @@ def test_res11_interrupt_from_a_callback_while_frames_keep_coming(leaks: LeakChe
         if len(texts) == 2:
             session.interrupt()
 
-    started = time.monotonic()
     with pytest.raises(InterruptedError):
         session.stream(leaks.client(), params(), on_text=on_text)
-    assert time.monotonic() - started < 0.5  # not the 0.8 s the whole stream takes
-    assert len(texts) < 10
+    assert len(texts) < 10  # ended at the next delivery, not after the 40 frames of the stream
     spy.assert_each_closed_once(1)
     leaks.assert_clean()
 
@@ -606,8 +604,8 @@ def test_res11_interrupt_ends_every_request_of_the_session_in_flight(leaks: Leak
     fired = time.monotonic()
     session.interrupt()
     for thread in threads:
-        thread.join(2.0)
-    assert time.monotonic() - fired < 0.5
+        thread.join(10.0)
+    assert time.monotonic() - fired < PROMPTLY  # not the 10 s stall
     assert len(outcomes) == 3 and all(isinstance(o, InterruptedError) for o in outcomes)
     leaks.assert_clean()
 

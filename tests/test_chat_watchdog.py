@@ -11,7 +11,7 @@ from typing import Any
 
 import helpers
 import pytest
-from helpers import DONE, INSTANT, AttemptSpy, Collect, LeakCheck, chunk, params, sse, wait_until
+from helpers import DONE, INSTANT, PROMPTLY, AttemptSpy, Collect, LeakCheck, chunk, params, sse, wait_until
 
 import fsm_agent
 from fsm_agent.drivers.watchdog import blocked_read_aborter
@@ -115,13 +115,13 @@ PINGS = {
 @pytest.mark.parametrize("kind", sorted(PINGS))
 def test_wd1_pings_do_not_keep_a_dead_stream_alive(leaks: LeakCheck, kind: str) -> None:
     frames = (sse(chunk({"role": "assistant", "content": ""})), sse(chunk({"content": "Visible text."})))
-    frames += (PINGS[kind],) * 40
+    frames += (PINGS[kind],) * 200
     leaks.emulator.script(Scenario(raw=frames, frame_delay=0.05), Scenario.build("never"))
     session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
     got = Collect()
     started = time.monotonic()
     result = stream(leaks, session, got)
-    assert time.monotonic() - started < 1.5  # the 2 s of pings did not keep it alive
+    assert time.monotonic() - started < 0.3 + PROMPTLY  # the 10 s of pings did not keep it alive
     assert stalled_to(result) == 1
     assert result.stub and result.content == "Visible text."
     leaks.assert_clean()
@@ -151,7 +151,7 @@ def test_wd1_silence_before_response_headers_is_a_stall(leaks: LeakCheck) -> Non
     started = time.monotonic()
     with pytest.raises(fsm_agent.StreamStalledError):
         stream(leaks, session, Collect())
-    assert time.monotonic() - started < 0.4 + 0.5
+    assert time.monotonic() - started < 0.4 + PROMPTLY
     assert session.stale_streak == 1
     leaks.assert_clean()
 
@@ -175,7 +175,7 @@ def test_interrupt_before_response_headers(leaks: LeakCheck) -> None:
         session.stream(client, params())
     raised_at = time.monotonic()
     thread.join()
-    assert fired_at and raised_at - fired_at[0] < 0.2
+    assert fired_at and raised_at - fired_at[0] < PROMPTLY
     leaks.emulator.script(Scenario.build("Still usable."))
     assert session.stream(client, params()).content == "Still usable."
     leaks.assert_clean()
@@ -252,7 +252,9 @@ def test_wd4_abort_within_quarter_second_of_the_deadline(leaks: LeakCheck) -> No
     cpu_used = time.process_time() - cpu_before
     assert last_activity and stalled_at
     late = stalled_at[0] - (last_activity[-1] + stale)
-    assert -0.01 <= late < 0.25, f"stall noticed {late:+.3f} s after the deadline"
+    # WD-4's 0.25 s is the virtual-clock tests' (test_overhead.py, test_async_watchdog.py); here: this
+    # deadline fired, not an earlier look nor a later one, whatever the machine's load.
+    assert -0.01 <= late < PROMPTLY, f"stall noticed {late:+.3f} s after the deadline"
     assert cpu_used < 0.25, f"{cpu_used:.3f} s of CPU during a {stale} s wait: busy polling?"
     leaks.assert_clean()
 
@@ -285,7 +287,7 @@ def test_interrupt_during_the_fallback_request(leaks: LeakCheck) -> None:
         session.stream(client, params())
     raised_at = time.monotonic()
     thread.join()
-    assert fired_at and raised_at - fired_at[0] < 0.2
+    assert fired_at and raised_at - fired_at[0] < PROMPTLY
     leaks.assert_clean()
 
 
@@ -295,7 +297,7 @@ def test_stall_during_the_fallback_request(leaks: LeakCheck) -> None:
     started = time.monotonic()
     with pytest.raises(fsm_agent.StreamStalledError):
         stream(leaks, session, Collect())
-    assert time.monotonic() - started < 0.4 + 0.5
+    assert time.monotonic() - started < 0.4 + PROMPTLY
     leaks.assert_clean()
 
 

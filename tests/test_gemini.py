@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from google import genai
 from google.genai import errors as genai_errors
-from helpers import INSTANT, Collect, assert_emulator_and_threads_idle, wait_until
+from helpers import INSTANT, PROMPTLY, Collect, assert_emulator_and_threads_idle, wait_until
 
 import fsm_agent
 from fsm_agent.backoff import retry_hint
@@ -197,7 +197,7 @@ def test_wd1_stall_before_text_is_retried(kit: Kit) -> None:
     )
     started = time.monotonic()
     result = kit.stream(fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3))
-    assert time.monotonic() - started < 0.3 + 0.6
+    assert time.monotonic() - started < 0.3 + PROMPTLY
     assert (result.content, result.attempts) == (ANSWER, 2)
     assert sum(r.dest == "stalled" for r in result.records) == 1
     kit.assert_clean(2)
@@ -211,7 +211,7 @@ def test_wd1_open_phase_stall_before_the_headers(kit: Kit) -> None:
     )
     started = time.monotonic()
     result = kit.stream(fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3))
-    assert time.monotonic() - started < 0.3 + 0.6
+    assert time.monotonic() - started < 0.3 + PROMPTLY
     assert (result.content, result.attempts) == (ANSWER, 2)
     assert any(r.dest == "stalled" for r in result.records)
     kit.assert_clean(1)  # the first attempt never got a stream handle
@@ -327,7 +327,7 @@ def test_res11_interrupt_while_silent(kit: Kit) -> None:
         raised_at = time.monotonic()
     finally:
         thread.join()
-    assert fired_at and raised_at - fired_at[0] < 0.2
+    assert fired_at and raised_at - fired_at[0] < PROMPTLY
     kit.assert_clean(1)
 
 
@@ -466,7 +466,7 @@ def test_bo3_a_retry_delay_longer_than_max_wait_is_raised_at_once(kit: Kit) -> N
     started = time.monotonic()
     with pytest.raises(genai_errors.ClientError) as caught:
         kit.stream(fsm_agent.Session())
-    assert caught.value.code == 429 and time.monotonic() - started < 0.5
+    assert caught.value.code == 429 and time.monotonic() - started < PROMPTLY  # not the hour
     assert len(kit.emulator.requests) == 1
     kit.assert_clean(0)
 

@@ -22,7 +22,7 @@ import anthropic
 import openai
 import pytest
 from hardening_kit import KITS, ApiKit
-from helpers import assert_emulator_and_threads_idle, threads_since
+from helpers import PROMPTLY, assert_emulator_and_threads_idle, threads_since
 
 import fsm_agent
 import fsm_agent.providers.anthropic_events  # imported now, not on a loop being timed
@@ -160,7 +160,7 @@ def _interrupting_factory(client: Any, session: fsm_agent.Session, delay: float,
     return factory
 
 
-def test_interrupt_in_the_first_50ms_ends_within_200ms_sync(
+def test_interrupt_in_the_first_50ms_ends_promptly_sync(
     emulator: Emulator, idle_after: None, kit: ApiKit
 ) -> None:
     client = kit.client(emulator)
@@ -174,12 +174,12 @@ def test_interrupt_in_the_first_50ms_ends_within_200ms_sync(
             with pytest.raises(InterruptedError):
                 session.stream(factory, kit.params, **kit.api)
             ended = time.monotonic()
-            assert ended - fired[0] < 0.2, ended - fired[0]
+            assert ended - fired[0] < PROMPTLY, ended - fired[0]
     finally:
         kit.close(client)
 
 
-def test_interrupt_in_the_first_50ms_ends_within_200ms_async(
+def test_interrupt_in_the_first_50ms_ends_promptly_async(
     emulator: Emulator, idle_after: None, kit: ApiKit
 ) -> None:
     rng = random.Random(21)
@@ -195,7 +195,7 @@ def test_interrupt_in_the_first_50ms_ends_within_200ms_async(
                 with pytest.raises(InterruptedError):
                     await session.astream(factory, kit.params, **kit.api)
                 ended = time.monotonic()
-                assert ended - fired[0] < 0.2, ended - fired[0]
+                assert ended - fired[0] < PROMPTLY, ended - fired[0]
         finally:
             await kit.aclose(client)
 
