@@ -1,0 +1,171 @@
+"""HL-4: deadlines survive a stepped wall clock. Each deadline keeps its original length, and what
+remains of it is never more than that: a clock stepped back an hour does not keep a breaker shut
+for an hour, nor does a 30 s step add 30 s to a 2 s cooldown. A controllable clock, no waiting."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from redis_server import RedisServer
+
+from fsm_agent.actions import Remember
+from fsm_agent.endpoint import EndpointLink, HealthSettings
+from fsm_agent.health import (
+    EndpointHealth,
+    EndpointKey,
+    HealthChange,
+    HealthStore,
+    MemoryHealth,
+    apply,
+    bounded,
+)
+from fsm_agent.health_redis import RedisHealth
+
+KEY = EndpointKey("chat_completions", "http://127.0.0.1:1/v1", "gpt-4.1-mini")
+BREAKER = HealthSettings(stale_giveup=1, breaker_cooldown=2.0, probe_lease=10.0)
+
+
+class Clock:
+    """A wall clock the test steps by hand."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def step(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Iterator[HealthStore]:
+    if request.param == "memory":
+        yield MemoryHealth()
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    prefix: str = request.getfixturevalue("redis_prefix")
+    with RedisHealth(server.url, prefix=prefix) as made:
+        yield made
+
+
+def link(store: HealthStore, clock: Clock, request_id: str = "req") -> EndpointLink:
+    return EndpointLink(store, KEY, BREAKER, request_id, clock=clock)
+
+
+def trip(store: HealthStore, clock: Clock) -> None:
+    first = link(store, clock, "tripper")
+    first.begin()
+    first.remember(Remember("stall"))  # stale_giveup=1: the breaker opens for 2 s
+
+
+def test_a_clock_stepped_back_an_hour_keeps_the_breaker_no_longer_than_its_cooldown(
+    store: HealthStore,
+) -> None:
+    clock = Clock()
+    trip(store, clock)
+    facts = link(store, clock).begin()
+    assert facts.breaker_retry_at is not None and facts.breaker_retry_at - clock() == pytest.approx(2.0)
+    clock.step(-3600)
+    facts = link(store, clock).begin()
+    assert not facts.breaker_probe
+    assert facts.breaker_retry_at is not None and facts.breaker_retry_at - clock() <= 2.0 + 1e-6
+    # the re-base is in the store: another request of the same (stepped) clock agrees
+    assert store.get(KEY).breaker_open_until - clock() <= 2.0 + 1e-6
+    clock.step(2.01)  # the cooldown's length later, by the stepped clock: half-open
+    assert link(store, clock, "prober").begin().breaker_probe
+
+
+def test_a_30_s_step_back_adds_nothing_to_a_2_s_cooldown(store: HealthStore) -> None:
+    clock = Clock()
+    limited = link(store, clock)
+    limited.begin()
+    limited.remember(Remember("cooldown", seconds=2.0))  # BO-6
+    assert link(store, clock).begin().cooldown_s == pytest.approx(2.0)
+    clock.step(-30)
+    assert 0 < link(store, clock).begin().cooldown_s <= 2.0 + 1e-6
+    clock.step(2.01)
+    assert link(store, clock).begin().cooldown_s == 0.0
+
+
+def test_a_probe_lease_is_bounded_too(store: HealthStore) -> None:
+    clock = Clock()
+    trip(store, clock)
+    clock.step(2.01)
+    assert link(store, clock, "prober").begin().breaker_probe  # holds the probe for its 10 s lease
+    clock.step(-3600)
+    assert not link(store, clock, "other").begin().breaker_probe  # the lease still runs...
+    clock.step(10.01)
+    assert link(store, clock, "other").begin().breaker_probe  # ...for 10 s, not an hour more
+
+
+def test_a_clock_stepped_forward_only_shortens(store: HealthStore) -> None:
+    clock = Clock()
+    trip(store, clock)
+    clock.step(30)
+    assert link(store, clock, "prober").begin().breaker_probe  # past the cooldown: half-open at once
+
+
+def test_another_process_with_a_clock_an_hour_behind_is_bounded(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    with RedisHealth(redis_server.url, prefix=redis_prefix) as here, RedisHealth(
+        redis_server.url, prefix=redis_prefix
+    ) as there:
+        ours = Clock()
+        trip(here, ours)
+        behind = Clock()
+        behind.step(-3600)
+        facts = link(there, behind).begin()
+        assert facts.breaker_retry_at is not None and facts.breaker_retry_at - behind() <= 2.0 + 1e-6
+        behind.step(2.01)
+        assert link(there, behind, "prober").begin().breaker_probe
+        assert here.shared and there.shared
+
+
+# -- the pure rule -----------------------------------------------------------------------------------
+times = st.floats(0, 4e9, allow_nan=False)
+lengths = st.floats(0, 1e6, allow_nan=False)
+healths = st.builds(
+    EndpointHealth,
+    breaker_open_until=times,
+    probe_until=times,
+    cooldown_until=times,
+    breaker_open_for=lengths,
+    probe_for=lengths,
+    cooldown_for=lengths,
+)
+PAIRS = (
+    ("breaker_open_until", "breaker_open_for"),
+    ("probe_until", "probe_for"),
+    ("cooldown_until", "cooldown_for"),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(health=healths, now=times)
+def test_bounded_leaves_no_deadline_further_than_its_length(health: EndpointHealth, now: float) -> None:
+    out = bounded(health, now)
+    for until, length in PAIRS:
+        span = getattr(health, length)
+        if span > 0:
+            assert getattr(out, until) - now <= span * (1 + 1e-12) + 1e-6
+            assert getattr(out, until) <= getattr(health, until)  # only ever earlier
+        else:
+            assert getattr(out, until) == getattr(health, until)  # unknown length: left alone
+    assert bounded(out, now) == out
+
+
+def test_a_deadline_set_with_a_time_keeps_its_length() -> None:
+    at = 1.8e9
+    health = apply(EndpointHealth(), HealthChange(breaker_open_until=at + 2, at=at))
+    health = apply(health, HealthChange(cooldown_until=at + 5, at=at))
+    assert (health.breaker_open_for, health.cooldown_for) == (2.0, 5.0)
+    # a change written by a clock an hour behind re-bases before it applies
+    later = apply(health, HealthChange(stall=True, at=at - 3600))
+    assert later.breaker_open_until == at - 3600 + 2 and later.cooldown_until == at - 3600 + 5
+    assert apply(health, HealthChange(success=True, at=at)).breaker_open_for == 0.0
