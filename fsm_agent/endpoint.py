@@ -11,7 +11,7 @@ was something to reset), a learned quirk, a cooldown after a 429/529 with a hint
 re-trips the breaker, anything else just frees the probe. A route (RT-) gets a link of its own.
 
 Times here are wall-clock (`time.time()`, or the link's `clock`): a shared store spans processes.
-HL-4: every change carries the link's `now` (`HealthChange.at`), so the deadlines it sets keep their
+HL-1: every change carries the link's `now` (`HealthChange.at`), so the deadlines it sets keep their
 length, and a start that finds a deadline further ahead than its length (the clock was stepped
 back) bounds it, in the store too, before deciding anything. Never decides policy beyond
 translating facts; the machine decides.
@@ -137,7 +137,7 @@ class EndpointLink:
     def begin(self) -> StartFacts:
         now = self.clock()
         health = self.store.get(self.key)
-        if bounded(health, now) != health:  # HL-4: the clock was stepped back; re-base in the store
+        if bounded(health, now) != health:  # HL-1: the clock was stepped back; re-base in the store
             health = self.store.update(self.key, HealthChange(at=now))
         health = bounded(health, now)  # also when the store could not take the re-base
         take = self._probe_change(health, now)
@@ -148,7 +148,7 @@ class EndpointLink:
     async def abegin(self) -> StartFacts:
         now = self.clock()
         health = await self.store.aget(self.key)
-        if bounded(health, now) != health:  # HL-4, as in `begin`
+        if bounded(health, now) != health:  # HL-1, as in `begin`
             health = await self.store.aupdate(self.key, HealthChange(at=now))
         health = bounded(health, now)  # also when the store could not take the re-base
         take = self._probe_change(health, now)

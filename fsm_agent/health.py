@@ -7,7 +7,7 @@ changes (`update`), never per token. Changes are described as `HealthChange` val
 by the pure `apply()`, so every store (the in-process `MemoryHealth`, a shared one) agrees on what
 a change means. Times are wall-clock seconds (`time.time()`), because a shared store spans machines.
 
-HL-4: a wall clock can be stepped (NTP, an operator, another machine's skew), so every deadline is
+HL-1: a wall clock can be stepped (NTP, an operator, another machine's skew), so every deadline is
 kept with its original length (`*_for`), and what remains of it is never more than that length:
 `bounded(health, now)` clamps each deadline to `now + length`, and `apply` does so at the writer's
 `now` (`HealthChange.at`) before anything else, so a clock stepped back re-bases the stored deadline
@@ -56,7 +56,7 @@ class EndpointHealth:
     cooldown_until: float = 0.0  # BO-6: requests wait until then before sending
     stream_options_unsupported: bool = False  # RES-8
     streaming_disabled: bool = False  # RES-9
-    # HL-4: the original length of each deadline above (0.0: unknown, so not bounded)
+    # HL-1: the original length of each deadline above (0.0: unknown, so not bounded)
     breaker_open_for: float = 0.0
     probe_for: float = 0.0
     cooldown_for: float = 0.0
@@ -87,7 +87,7 @@ class HealthChange:
     # BO-7: take the probe for this request id only if it is free at `at` (one probe at a time:
     # the store applies this atomically; the caller reads `probe_owner` of the result to know)
     take_probe: str | None = None
-    # The writer's wall clock (0.0: unknown). HL-4: deadlines are first bounded at `at`, and a
+    # The writer's wall clock (0.0: unknown). HL-1: deadlines are first bounded at `at`, and a
     # deadline set with it keeps `until - at` as its length.
     at: float = 0.0
     cooldown_until: float | None = None  # BO-6: a later cooldown replaces an earlier one
@@ -100,7 +100,7 @@ def _within(until: float, length: float, now: float) -> float:
 
 
 def bounded(health: EndpointHealth, now: float) -> EndpointHealth:
-    """HL-4: `health` with no deadline further from `now` than its original length (pure). A clock
+    """HL-1: `health` with no deadline further from `now` than its original length (pure). A clock
     stepped back leaves a deadline that seems to lie further ahead than it was ever set for; it is
     moved to `now + length`. A deadline of unknown length (0.0) is left alone."""
     breaker = _within(health.breaker_open_until, health.breaker_open_for, now)

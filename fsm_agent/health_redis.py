@@ -62,7 +62,7 @@ T = TypeVar("T")
 # KEYS[1]: the endpoint's key. ARGV[1]: the value the change was computed from ("" = absent);
 # ARGV[2]: the new value ("" = delete); ARGV[3]: time to live in ms ("" = forever). A duration,
 # not a wall-clock instant: the key lives as long as the value matters, whatever the writer's clock
-# says (HL-4).
+# says (HL-1).
 # Returns {1} when written, else {0, what Redis holds} so the caller can recompute from it.
 _CAS = """
 local held = redis.call('GET', KEYS[1])
@@ -264,7 +264,11 @@ class RedisHealth:
 
     def _start_in_this_process(self) -> None:
         """The locks, connection slots and worker threads of this process (again in a forked
-        child, where a lock or slot held by a thread of the parent would never be released)."""
+        child, where a lock or slot held by a thread of the parent would never be released). The
+        parent's queued changes stay the parent's to write: a child writing them too would count
+        them twice."""
+        if getattr(self, "_pid", None) is not None:
+            self._pending.clear()
         self._pid = os.getpid()
         self._lock = threading.Lock()
         # one per pooled connection: the pool is never asked for more than it may hold
@@ -281,28 +285,31 @@ class RedisHealth:
         return self._local_update(key, change) if isinstance(found, _NotShared) else found
 
     async def aget(self, key: EndpointKey) -> EndpointHealth:
-        if not self._reachable():
-            return self._local_get(key)  # no thread hop while Redis is away
-        return await self._on_a_worker(functools.partial(self.get, key))
+        found = await self._on_a_worker(functools.partial(self.get, key))
+        return self._local_get(key) if isinstance(found, _NotShared) else found
 
     async def aupdate(self, key: EndpointKey, change: HealthChange) -> EndpointHealth:
-        if not self._reachable():
-            return self._local_update(key, change)
-        return await self._on_a_worker(functools.partial(self.update, key, change))
+        found = await self._on_a_worker(functools.partial(self.update, key, change))
+        return self._local_update(key, change) if isinstance(found, _NotShared) else found
 
-    async def _on_a_worker(self, operation: Callable[[], T]) -> T:
+    async def _on_a_worker(self, operation: Callable[[], T]) -> T | _NotShared:
         """Run the sync operation on one of the store's worker threads: the loop goes on meanwhile,
         and only the socket waits count against `timeout`. A request cancelled meanwhile leaves the
-        operation to finish (it is bounded), so a change is never half-written."""
-        return await asyncio.get_running_loop().run_in_executor(self._worker_threads(), operation)
+        operation to finish (it is bounded), so a change is never half-written. `_NOT_SHARED`
+        without a thread hop while Redis is away, and once the store is closed."""
+        workers = self._worker_threads() if self._reachable() else None
+        if workers is None:
+            return _NOT_SHARED
+        try:
+            return await asyncio.get_running_loop().run_in_executor(workers, operation)
+        except RuntimeError:  # closed meanwhile: the executor takes no more work
+            return _NOT_SHARED
 
-    def _worker_threads(self) -> ThreadPoolExecutor:
+    def _worker_threads(self) -> ThreadPoolExecutor | None:
         if self._pid != os.getpid():
             self._start_in_this_process()
         with self._lock:
-            if self._workers is None:
-                if self._closed:
-                    raise RuntimeError("RedisHealth is closed")
+            if self._workers is None and not self._closed:
                 self._workers = ThreadPoolExecutor(self.max_connections, thread_name_prefix="fsm_agent-redis")
             return self._workers
 

@@ -1,4 +1,4 @@
-"""HL-4: deadlines survive a stepped wall clock. Each deadline keeps its original length, and what
+"""HL-1: deadlines survive a stepped wall clock. Each deadline keeps its original length, and what
 remains of it is never more than that: a clock stepped back an hour does not keep a breaker shut
 for an hour, nor does a 30 s step add 30 s to a 2 s cooldown. A controllable clock, no waiting."""
 

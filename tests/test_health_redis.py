@@ -472,3 +472,14 @@ def test_a_callers_clients_password_is_not_shown(redis_server: RedisServer) -> N
     with RedisHealth(client) as store:
         assert "hunter2" not in repr(store)
     client.close()
+
+
+def test_a_closed_store_serves_async_requests_from_its_memory(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    store = RedisHealth(redis_server.url, prefix=redis_prefix)
+    asyncio.run(store.aupdate(KEY, HealthChange(stream_options_unsupported=True)))
+    store.close()
+    before = set(threading.enumerate())
+    assert asyncio.run(store.aget(KEY)).stream_options_unsupported  # what it knew; nothing raised
+    assert [t for t in threading.enumerate() if t not in before] == []  # no worker started again
