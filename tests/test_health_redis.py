@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import redis
@@ -104,6 +105,7 @@ def test_concurrent_writers_lose_no_change(redis_server: RedisServer, redis_pref
             made.close()
 
 
+WRITERS_CLOCK = time.time()  # a little behind each test's `now`, as a writer's clock would be
 changes = st.builds(
     HealthChange,
     stall=st.booleans(),
@@ -113,10 +115,12 @@ changes = st.builds(
     cooldown_until=st.none() | st.floats(1e9, 3e9),
     stream_options_unsupported=st.booleans(),
     streaming_disabled=st.booleans(),
+    take_probe=st.none() | st.text(max_size=24),  # BO-7: the probe's owner goes through Redis too
+    at=st.sampled_from([0.0, WRITERS_CLOCK]),  # the writer's clock: unknown, or (about) now
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sequence=st.lists(changes, max_size=6))
 def test_redis_applies_changes_as_apply_does(
     store: RedisHealth, second: RedisHealth, sequence: list[HealthChange]
@@ -138,8 +142,15 @@ def test_redis_applies_changes_as_apply_does(
 
 def in_force(health: EndpointHealth, now: float) -> EndpointHealth:
     """`health` without the times that have passed."""
-    fields = {name: getattr(health, name) for name in ("breaker_open_until", "probe_until", "cooldown_until")}
-    passed = {name: 0.0 for name, value in fields.items() if value <= now}
+    passed: dict[str, Any] = {}
+    deadlines = (
+        ("breaker_open_until", "breaker_open_for"),
+        ("probe_until", "probe_for"),
+        ("cooldown_until", "cooldown_for"),
+    )
+    for until, length in deadlines:
+        if getattr(health, until) <= now:
+            passed.update({until: 0.0, length: 0.0})
     if "probe_until" in passed:
         passed["probe_owner"] = ""
     return replace(health, **passed)
