@@ -203,6 +203,12 @@ class RedisHealth:
     `redis.asyncio.Redis` client, which tells where to connect; the store opens its own connections
     (at most `max_connections`, pooled) with its `timeout`, because the application's client may
     wait much longer than a request may.
+    `timeout`: the most one wait on Redis may take (connect, or a reply), in seconds (HL-3).
+    `retry_interval`: how long local memory serves after Redis failed, before Redis is tried again.
+    `max_connections`: the pool's size, for sync and async requests together (also the number of
+    worker threads async requests run their operation on).
+    `pool_wait`: how long a request waits for a free pooled connection before it goes on from
+    local memory (no warning: the congestion is the process's own).
     """
 
     def __init__(
