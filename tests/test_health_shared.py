@@ -215,6 +215,7 @@ def redis_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [message for message in messages if "Redis" in message]
 
 
+@pytest.mark.slow
 def test_trip_probe_retrip_across_two_processes(
     redis_server: RedisServer,
     redis_prefix: str,
