@@ -49,7 +49,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[HealthStore]:
         return
     server: RedisServer = request.getfixturevalue("redis_server")
     prefix: str = request.getfixturevalue("redis_prefix")
-    with RedisHealth(server.url, prefix=prefix) as made:
+    with RedisHealth(server.url, prefix=prefix, timeout=1.0) as made:  # not about the budget
         yield made
 
 
@@ -113,8 +113,8 @@ def test_a_clock_stepped_forward_only_shortens(store: HealthStore) -> None:
 def test_another_process_with_a_clock_an_hour_behind_is_bounded(
     redis_server: RedisServer, redis_prefix: str
 ) -> None:
-    with RedisHealth(redis_server.url, prefix=redis_prefix) as here, RedisHealth(
-        redis_server.url, prefix=redis_prefix
+    with RedisHealth(redis_server.url, prefix=redis_prefix, timeout=1.0) as here, RedisHealth(
+        redis_server.url, prefix=redis_prefix, timeout=1.0
     ) as there:
         ours = Clock()
         trip(here, ours)
