@@ -10,7 +10,7 @@ was something to reset), a learned quirk, a cooldown after a 429/529 with a hint
 (`finish`/`afinish`) a probe that neither succeeded nor stalled is settled: a transient failure
 re-trips the breaker, anything else just frees the probe. A route (RT-) gets a link of its own.
 
-Times here are wall-clock (`time.time()`, or the link's `clock`): a shared store spans processes.
+Times here are wall-clock (`wall_clock()`, or the link's own `clock`): a shared store spans processes.
 HL-1: every change carries the link's `now` (`HealthChange.at`), so the deadlines it sets keep their
 length, and a start that finds a deadline further ahead than its length (the clock was stepped
 back) bounds it, in the store too, before deciding anything. Never decides policy beyond
@@ -87,6 +87,12 @@ class StartFacts:
     breaker_retry_at: float | None
 
 
+def wall_clock() -> float:
+    """The wall clock a link reads when given none (`time.time()`); looked up at each read, so a
+    test that steps the clock by hand replaces it here (a seam, as the watchdog timer's clock is)."""
+    return time.time()
+
+
 def _tripped(health: EndpointHealth, settings: HealthSettings) -> bool:
     return settings.stale_giveup > 0 and health.stale_streak >= settings.stale_giveup
 
@@ -100,15 +106,18 @@ class EndpointLink:
         key: EndpointKey,
         settings: HealthSettings,
         request_id: str,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.store = store
-        self.clock = clock  # wall-clock seconds
+        self._clock = clock  # wall-clock seconds; None: `wall_clock()`
         self.key = key
         self.settings = settings
         self.request_id = request_id
         self.probe = False  # this request holds the half-open probe (until settled)
         self._reset_needed = False  # the start health had a streak or breaker a success resets
+
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else wall_clock()
 
     # -- the start ---------------------------------------------------------------------------------
     def _probe_change(self, health: EndpointHealth, now: float) -> HealthChange | None:
@@ -135,7 +144,7 @@ class EndpointLink:
         )
 
     def begin(self) -> StartFacts:
-        now = self.clock()
+        now = self._now()
         health = self.store.get(self.key)
         if bounded(health, now) != health:  # HL-1: the clock was stepped back; re-base in the store
             health = self.store.update(self.key, HealthChange(at=now))
@@ -146,7 +155,7 @@ class EndpointLink:
         return self._facts(health, now)
 
     async def abegin(self) -> StartFacts:
-        now = self.clock()
+        now = self._now()
         health = await self.store.aget(self.key)
         if bounded(health, now) != health:  # HL-1, as in `begin`
             health = await self.store.aupdate(self.key, HealthChange(at=now))
@@ -187,7 +196,7 @@ class EndpointLink:
         )
 
     def remember(self, action: Remember) -> None:
-        now = self.clock()
+        now = self._now()
         change = self._change(action, now)
         if change is None:
             return
@@ -198,7 +207,7 @@ class EndpointLink:
                 self.store.update(self.key, trip)
 
     async def aremember(self, action: Remember) -> None:
-        now = self.clock()
+        now = self._now()
         change = self._change(action, now)
         if change is None:
             return
@@ -214,7 +223,7 @@ class EndpointLink:
         if not self.probe:
             return None
         self.probe = False
-        now = self.clock()
+        now = self._now()
         if error is not None and classify(error) is ErrorKind.TRANSIENT:
             reopen = now + self.settings.breaker_cooldown
             return HealthChange(breaker_open_until=reopen, probe_until=0.0, at=now)

@@ -4,14 +4,19 @@ for an hour, nor does a 30 s step add 30 s to a 2 s cooldown. A controllable clo
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer
 
+import fsm_agent
+from fsm_agent import endpoint
 from fsm_agent.actions import Remember
 from fsm_agent.endpoint import EndpointLink, HealthSettings
 from fsm_agent.health import (
@@ -24,6 +29,7 @@ from fsm_agent.health import (
     bounded,
 )
 from fsm_agent.health_redis import RedisHealth
+from fsm_agent.testing import Emulator, Scenario, Stall
 
 KEY = EndpointKey("chat_completions", "http://127.0.0.1:1/v1", "gpt-4.1-mini")
 BREAKER = HealthSettings(stale_giveup=1, breaker_cooldown=2.0, probe_lease=10.0)
@@ -169,3 +175,60 @@ def test_a_deadline_set_with_a_time_keeps_its_length() -> None:
     later = apply(health, HealthChange(stall=True, at=at - 3600))
     assert later.breaker_open_until == at - 3600 + 2 and later.cooldown_until == at - 3600 + 5
     assert apply(health, HealthChange(success=True, at=at)).breaker_open_for == 0.0
+
+
+# -- through a session, the real openai client and the emulator ----------------------------------------
+SETTINGS: dict[str, Any] = {"retries": 0, "stale_timeout": 0.3, "stale_giveup": 1, "breaker_cooldown": 2.0}
+PARAMS: dict[str, Any] = {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}]}
+STALL = Scenario.build("never sent", faults=[Stall(0, seconds=30.0, then="drop")])
+
+
+@pytest.fixture
+def stepped(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The wall clock every endpoint link reads, stepped by the test (`endpoint.wall_clock`)."""
+    clock = Clock()
+    monkeypatch.setattr(endpoint, "wall_clock", clock)
+    return clock
+
+
+def test_a_session_refuses_for_the_cooldown_not_the_step(
+    store: HealthStore, stepped: Clock, emulator: Emulator
+) -> None:
+    emulator.script(STALL, then=Scenario.build("Back."))
+    session = fsm_agent.Session(health=store, backoff=fsm_agent.Backoff(base=0), **SETTINGS)
+    client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="sk-test", max_retries=0)
+    try:
+        with pytest.raises(fsm_agent.StreamStalledError):  # the breaker trips for 2 s
+            session.stream(client, PARAMS)
+        stepped.step(-3600)
+        with pytest.raises(fsm_agent.ProviderUnresponsiveError) as refused:
+            session.stream(client, PARAMS)
+        assert refused.value.retry_at is not None and refused.value.retry_at - stepped() <= 2.0 + 1e-6
+        sent = len(emulator.requests)
+        stepped.step(2.01)  # the cooldown's length later by the stepped clock: the probe goes out
+        assert session.stream(client, PARAMS).content == "Back."
+        assert len(emulator.requests) == sent + 1
+        assert session.stale_streak == 0  # the probe succeeded: the breaker is closed
+    finally:
+        client.close()
+
+
+def test_an_async_session_refuses_for_the_cooldown_not_the_step(stepped: Clock, emulator: Emulator) -> None:
+    emulator.script(STALL, then=Scenario.build("Back."))
+    session = fsm_agent.Session(backoff=fsm_agent.Backoff(base=0), **SETTINGS)
+
+    async def run() -> str:
+        client = openai.AsyncOpenAI(base_url=emulator.openai_base_url, api_key="sk-test", max_retries=0)
+        try:
+            with pytest.raises(fsm_agent.StreamStalledError):
+                await session.astream(client, PARAMS)
+            stepped.step(-3600)
+            with pytest.raises(fsm_agent.ProviderUnresponsiveError) as refused:
+                await session.astream(client, PARAMS)
+            assert refused.value.retry_at is not None and refused.value.retry_at - stepped() <= 2.0 + 1e-6
+            stepped.step(2.01)
+            return (await session.astream(client, PARAMS)).content
+        finally:
+            await client.close()
+
+    assert asyncio.run(run()) == "Back."
