@@ -10,21 +10,25 @@ was something to reset), a learned quirk, a cooldown after a 429/529 with a hint
 (`finish`/`afinish`) a probe that neither succeeded nor stalled is settled: a transient failure
 re-trips the breaker, anything else just frees the probe. A route (RT-) gets a link of its own.
 
-Times here are wall-clock (`time.time()`): a shared store spans processes. Never decides policy
-beyond translating facts; the machine decides.
+Times here are wall-clock (`wall_clock()`, or the link's own `clock`): a shared store spans processes.
+HL-1: every change carries the link's `now` (`HealthChange.at`), so the deadlines it sets keep their
+length, and a start that finds a deadline further ahead than its length (the clock was stepped
+back) bounds it, in the store too, before deciding anything. Never decides policy beyond
+translating facts; the machine decides.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .actions import Remember
 from .errors import ErrorKind, classify
-from .health import EndpointHealth, EndpointKey, HealthChange, HealthStore
+from .health import EndpointHealth, EndpointKey, HealthChange, HealthStore, bounded
 from .urls import is_botocore_client, url_text
 
 __all__ = ["EndpointLink", "HealthSettings", "StartFacts", "base_url_of", "endpoint_key"]
@@ -83,6 +87,12 @@ class StartFacts:
     breaker_retry_at: float | None
 
 
+def wall_clock() -> float:
+    """The wall clock a link reads when given none (`time.time()`); looked up at each read, so a
+    test that steps the clock by hand replaces it here (a seam, as the watchdog timer's clock is)."""
+    return time.time()
+
+
 def _tripped(health: EndpointHealth, settings: HealthSettings) -> bool:
     return settings.stale_giveup > 0 and health.stale_streak >= settings.stale_giveup
 
@@ -91,14 +101,23 @@ class EndpointLink:
     """The health of one endpoint as one request sees and changes it."""
 
     def __init__(
-        self, store: HealthStore, key: EndpointKey, settings: HealthSettings, request_id: str
+        self,
+        store: HealthStore,
+        key: EndpointKey,
+        settings: HealthSettings,
+        request_id: str,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.store = store
+        self._clock = clock  # wall-clock seconds; None: `wall_clock()`
         self.key = key
         self.settings = settings
         self.request_id = request_id
         self.probe = False  # this request holds the half-open probe (until settled)
         self._reset_needed = False  # the start health had a streak or breaker a success resets
+
+    def _now(self) -> float:
+        return self._clock() if self._clock is not None else wall_clock()
 
     # -- the start ---------------------------------------------------------------------------------
     def _probe_change(self, health: EndpointHealth, now: float) -> HealthChange | None:
@@ -125,16 +144,22 @@ class EndpointLink:
         )
 
     def begin(self) -> StartFacts:
-        now = time.time()
+        now = self._now()
         health = self.store.get(self.key)
+        if bounded(health, now) != health:  # HL-1: the clock was stepped back; re-base in the store
+            health = self.store.update(self.key, HealthChange(at=now))
+        health = bounded(health, now)  # also when the store could not take the re-base
         take = self._probe_change(health, now)
         if take is not None:
             health = self.store.update(self.key, take)
         return self._facts(health, now)
 
     async def abegin(self) -> StartFacts:
-        now = time.time()
+        now = self._now()
         health = await self.store.aget(self.key)
+        if bounded(health, now) != health:  # HL-1, as in `begin`
+            health = await self.store.aupdate(self.key, HealthChange(at=now))
+        health = bounded(health, now)  # also when the store could not take the re-base
         take = self._probe_change(health, now)
         if take is not None:
             health = await self.store.aupdate(self.key, take)
@@ -145,19 +170,19 @@ class EndpointLink:
         fact = action.fact
         if fact == "stall":
             self._reset_needed = True
-            return HealthChange(stall=True)
+            return HealthChange(stall=True, at=now)
         if fact == "success":
             if not self._reset_needed and not self.probe:
                 return None  # nothing to reset: no write (HL-2)
             self.probe = False
             self._reset_needed = False
-            return HealthChange(success=True)
+            return HealthChange(success=True, at=now)
         if fact == "cooldown":
-            return HealthChange(cooldown_until=now + action.seconds)
+            return HealthChange(cooldown_until=now + action.seconds, at=now)
         if fact == "stream_options_unsupported":
-            return HealthChange(stream_options_unsupported=True)
+            return HealthChange(stream_options_unsupported=True, at=now)
         if fact == "streaming_disabled":
-            return HealthChange(streaming_disabled=True)
+            return HealthChange(streaming_disabled=True, at=now)
         raise ValueError(f"unknown health fact {fact!r}")
 
     def _trip_change(self, health: EndpointHealth, now: float) -> HealthChange | None:
@@ -166,10 +191,12 @@ class EndpointLink:
             return None
         release = 0.0 if self.probe else None
         self.probe = False
-        return HealthChange(breaker_open_until=now + self.settings.breaker_cooldown, probe_until=release)
+        return HealthChange(
+            breaker_open_until=now + self.settings.breaker_cooldown, probe_until=release, at=now
+        )
 
     def remember(self, action: Remember) -> None:
-        now = time.time()
+        now = self._now()
         change = self._change(action, now)
         if change is None:
             return
@@ -180,7 +207,7 @@ class EndpointLink:
                 self.store.update(self.key, trip)
 
     async def aremember(self, action: Remember) -> None:
-        now = time.time()
+        now = self._now()
         change = self._change(action, now)
         if change is None:
             return
@@ -196,10 +223,11 @@ class EndpointLink:
         if not self.probe:
             return None
         self.probe = False
+        now = self._now()
         if error is not None and classify(error) is ErrorKind.TRANSIENT:
-            reopen = time.time() + self.settings.breaker_cooldown
-            return HealthChange(breaker_open_until=reopen, probe_until=0.0)
-        return HealthChange(probe_until=0.0)
+            reopen = now + self.settings.breaker_cooldown
+            return HealthChange(breaker_open_until=reopen, probe_until=0.0, at=now)
+        return HealthChange(probe_until=0.0, at=now)
 
     def finish(self, error: BaseException | None) -> None:
         change = self._settle(error)

@@ -7,6 +7,12 @@ changes (`update`), never per token. Changes are described as `HealthChange` val
 by the pure `apply()`, so every store (the in-process `MemoryHealth`, a shared one) agrees on what
 a change means. Times are wall-clock seconds (`time.time()`), because a shared store spans machines.
 
+HL-1: a wall clock can be stepped (NTP, an operator, another machine's skew), so every deadline is
+kept with its original length (`*_for`), and what remains of it is never more than that length:
+`bounded(health, now)` clamps each deadline to `now + length`, and `apply` does so at the writer's
+`now` (`HealthChange.at`) before anything else, so a clock stepped back re-bases the stored deadline
+once instead of keeping it for the size of the step.
+
 This module never performs I/O; stores that do (Redis) live beside it.
 """
 
@@ -23,6 +29,7 @@ __all__ = [
     "HealthStore",
     "MemoryHealth",
     "apply",
+    "bounded",
 ]
 
 
@@ -49,6 +56,10 @@ class EndpointHealth:
     cooldown_until: float = 0.0  # BO-6: requests wait until then before sending
     stream_options_unsupported: bool = False  # RES-8
     streaming_disabled: bool = False  # RES-9
+    # HL-1: the original length of each deadline above (0.0: unknown, so not bounded)
+    breaker_open_for: float = 0.0
+    probe_for: float = 0.0
+    cooldown_for: float = 0.0
 
     def is_default(self) -> bool:
         return self == _HEALTHY
@@ -76,29 +87,77 @@ class HealthChange:
     # BO-7: take the probe for this request id only if it is free at `at` (one probe at a time:
     # the store applies this atomically; the caller reads `probe_owner` of the result to know)
     take_probe: str | None = None
+    # The writer's wall clock (0.0: unknown). HL-1: deadlines are first bounded at `at`, and a
+    # deadline set with it keeps `until - at` as its length.
     at: float = 0.0
     cooldown_until: float | None = None  # BO-6: a later cooldown replaces an earlier one
     stream_options_unsupported: bool = False
     streaming_disabled: bool = False
 
 
+def _within(until: float, length: float, now: float) -> float:
+    return now + length if length > 0 and until - now > length else until
+
+
+def bounded(health: EndpointHealth, now: float) -> EndpointHealth:
+    """HL-1: `health` with no deadline further from `now` than its original length (pure). A clock
+    stepped back leaves a deadline that seems to lie further ahead than it was ever set for; it is
+    moved to `now + length`. A deadline of unknown length (0.0) is left alone."""
+    breaker = _within(health.breaker_open_until, health.breaker_open_for, now)
+    probe = _within(health.probe_until, health.probe_for, now)
+    cooldown = _within(health.cooldown_until, health.cooldown_for, now)
+    if (breaker, probe, cooldown) == (health.breaker_open_until, health.probe_until, health.cooldown_until):
+        return health
+    return replace(health, breaker_open_until=breaker, probe_until=probe, cooldown_until=cooldown)
+
+
+def _length(until: float, at: float) -> float:
+    return until - at if at > 0 and until > at else 0.0
+
+
 def apply(health: EndpointHealth, change: HealthChange) -> EndpointHealth:
     """The health after `change` (pure; every store uses it)."""
-    updated = health
+    updated = bounded(health, change.at) if change.at > 0 else health
     if change.success:
-        updated = replace(updated, stale_streak=0, breaker_open_until=0.0, probe_until=0.0, probe_owner="")
+        updated = replace(
+            updated,
+            stale_streak=0,
+            breaker_open_until=0.0,
+            breaker_open_for=0.0,
+            probe_until=0.0,
+            probe_for=0.0,
+            probe_owner="",
+        )
     if change.stall:
         updated = replace(updated, stale_streak=updated.stale_streak + 1)
     if change.breaker_open_until is not None:
-        updated = replace(updated, breaker_open_until=change.breaker_open_until)
+        updated = replace(
+            updated,
+            breaker_open_until=change.breaker_open_until,
+            breaker_open_for=_length(change.breaker_open_until, change.at),
+        )
     if change.take_probe is not None:
         if change.probe_until is not None and updated.probe_until <= change.at:
-            updated = replace(updated, probe_until=change.probe_until, probe_owner=change.take_probe)
+            updated = replace(
+                updated,
+                probe_until=change.probe_until,
+                probe_for=_length(change.probe_until, change.at),
+                probe_owner=change.take_probe,
+            )
     elif change.probe_until is not None:
         owner = updated.probe_owner if change.probe_until > 0 else ""
-        updated = replace(updated, probe_until=change.probe_until, probe_owner=owner)
+        updated = replace(
+            updated,
+            probe_until=change.probe_until,
+            probe_for=_length(change.probe_until, change.at),
+            probe_owner=owner,
+        )
     if change.cooldown_until is not None and change.cooldown_until > updated.cooldown_until:
-        updated = replace(updated, cooldown_until=change.cooldown_until)
+        updated = replace(
+            updated,
+            cooldown_until=change.cooldown_until,
+            cooldown_for=_length(change.cooldown_until, change.at),
+        )
     if change.stream_options_unsupported:
         updated = replace(updated, stream_options_unsupported=True)
     if change.streaming_disabled:

@@ -1,42 +1,57 @@
 """`RedisHealth`: endpoint health shared through Redis by every process that uses it (HL-2, HL-3).
 
 Each endpoint's health is one Redis string, `<prefix>:health:<api>|<base URL>|<model>`, holding
-the non-default fields of `EndpointHealth` as JSON. A read is one `GET`. An update is one
-compare-and-set script (`_CAS`): the new value is computed by `health.apply()` from the value last
-read, and written only if Redis still holds exactly that value; otherwise the script returns what
-it holds and the change is applied to that instead. So the rules of a change live in one place
-(`apply`), and concurrent processes never lose each other's changes. A value that no longer
-matters expires (`EndpointHealth.expires_at`): a healthy endpoint's key is deleted, a cooldown or
-an open breaker expires when it ends.
+the non-default fields of `EndpointHealth` as JSON, written and read by one schema (`encode`,
+`decode`): each field's kind is the kind of its default value, so a field added to
+`EndpointHealth` is stored and read back without another table to keep in step. A read is one
+`GET`. An update is one compare-and-set script (`_CAS`): the new value is computed by
+`health.apply()` from the value last read, and written only if Redis still holds exactly that
+value; otherwise the script returns what it holds and the change is applied to that instead. So
+the rules of a change live in one place (`apply`), and concurrent processes never lose each
+other's changes. A value that no longer matters expires (`EndpointHealth.expires_at`): a healthy
+endpoint's key is deleted, a cooldown or an open breaker expires when it ends.
 
-HL-3: every wait on Redis is bounded by `timeout` (50 ms): connect and read timeouts on the sync
-client, `asyncio.wait_for` around each whole operation on the async one, no client-side retries.
-A Redis that is down, slow or answers something that is not our JSON switches the store to its
-local memory (the last values it read or wrote, plus what is learned meanwhile), logs one
-warning, and tries Redis again after
-`retry_interval` seconds; the changes learned meanwhile are then written to Redis, so what one
-process learned during the outage is shared once Redis is back.
+One client with one connection pool of `max_connections` serves sync and async requests alike:
+an async request runs the same operation on one of the store's `max_connections` worker threads,
+so the event loop never waits on Redis and there is no second (async) copy of any operation.
+
+HL-3: every wait on Redis is bounded by `timeout` (50 ms) as a socket timeout (connect, and each
+reply), which measures Redis itself: neither the event loop's scheduling delay, nor a wait for a
+free pooled connection, nor this process's own CPU is held against it. A Redis that is down, slow
+or answers something that is not our JSON switches the store to its local memory (the last values
+it read or wrote, plus what is learned meanwhile), logs one warning, and tries Redis again after
+`retry_interval` seconds; the changes learned meanwhile are then written to Redis before anything
+else, so what one process learned during the outage is shared once Redis is back. A request that
+finds every pooled connection busy for `pool_wait` seconds is served from local memory (its change
+queued the same way) without declaring Redis unusable.
 
 Never raises to a request (any failure of Redis is the fallback), never imports `redis` unless a
 `RedisHealth` is made (it is the optional extra `fsm_agent[redis]`), never closes a client the
-caller passed (it only reads where that client connects).
+caller passed (it only reads where that client connects), and never shows a password in its repr
+or its warnings (SEC-9).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import inspect
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 from .health import EndpointHealth, EndpointKey, HealthChange, apply
+from .redact import redact, remember_secret
 
 __all__ = ["RedisHealth"]
 
@@ -45,7 +60,9 @@ log = logging.getLogger("fsm_agent")
 T = TypeVar("T")
 
 # KEYS[1]: the endpoint's key. ARGV[1]: the value the change was computed from ("" = absent);
-# ARGV[2]: the new value ("" = delete); ARGV[3]: expiry in Unix ms ("" = never).
+# ARGV[2]: the new value ("" = delete); ARGV[3]: time to live in ms ("" = forever). A duration,
+# not a wall-clock instant: the key lives as long as the value matters, whatever the writer's clock
+# says (HL-1).
 # Returns {1} when written, else {0, what Redis holds} so the caller can recompute from it.
 _CAS = """
 local held = redis.call('GET', KEYS[1])
@@ -55,15 +72,48 @@ if ARGV[2] == '' then
   redis.call('DEL', KEYS[1])
 else
   redis.call('SET', KEYS[1], ARGV[2])
-  if ARGV[3] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[3]) end
+  if ARGV[3] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
 end
 return {1}
 """
 
-_FIELDS = {field.name: field.type for field in dataclasses.fields(EndpointHealth)}
 _HEALTHY = EndpointHealth()
 _CAS_ROUNDS = 64  # a bound besides the timeout: writers to one endpoint race rarely and briefly
 _PENDING_CAP = 1024  # changes kept for Redis while it is away (oldest dropped first)
+_MAX_NUMBER = 2**63  # a stored number beyond this is nonsense (and a float could not hold it)
+_MAX_TEXT = 256  # a stored text (a request id) longer than this is nonsense
+
+
+def _is_bool(item: object) -> bool:
+    return isinstance(item, bool)
+
+
+def _is_count(item: object) -> bool:
+    return type(item) is int and 0 <= item <= _MAX_NUMBER
+
+
+def _is_time(item: object) -> bool:
+    if type(item) is int:
+        return 0 <= item <= _MAX_NUMBER
+    return type(item) is float and math.isfinite(item) and 0.0 <= item <= _MAX_NUMBER
+
+
+def _is_text(item: object) -> bool:
+    return isinstance(item, str) and len(item) <= _MAX_TEXT
+
+
+# The one schema of a stored value: each field of `EndpointHealth` with the kind of its default
+# (the annotations are strings under `from __future__ import annotations`; the defaults are not).
+_CHECKS: dict[type, Callable[[object], bool]] = {
+    bool: _is_bool,
+    int: _is_count,
+    float: _is_time,
+    str: _is_text,
+}
+_SCHEMA: dict[str, tuple[type, Callable[[object], bool]]] = {
+    field.name: (type(field.default), _CHECKS[type(field.default)])
+    for field in dataclasses.fields(EndpointHealth)
+}
 
 
 class HealthStoreUnavailable(Exception):
@@ -75,7 +125,7 @@ def encode(health: EndpointHealth) -> str:
     return json.dumps(
         {
             name: getattr(health, name)
-            for name in _FIELDS
+            for name in _SCHEMA
             if getattr(health, name) != getattr(_HEALTHY, name)
         },
         sort_keys=True,
@@ -84,40 +134,34 @@ def encode(health: EndpointHealth) -> str:
 
 
 def decode(raw: bytes | str | None) -> EndpointHealth:
-    """A stored value back to health; anything that is not our JSON is garbled (HL-3). Fields this
-    version does not know (written by a newer one) are ignored."""
+    """A stored value back to health (`encode`'s inverse); anything that is not our JSON is garbled
+    (HL-3). Fields this version does not know (written by a newer one) are ignored."""
     if raw is None or raw in (b"", ""):
         return _HEALTHY
     try:
         value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise HealthStoreUnavailable(f"garbled health value {raw[:80]!r}") from exc
     if not isinstance(value, dict):
         raise HealthStoreUnavailable(f"garbled health value {raw[:80]!r}")
     fields: dict[str, Any] = {}
-    for name, kind in _FIELDS.items():
+    for name, (kind, check) in _SCHEMA.items():
         if name not in value:
             continue
         item = value[name]
-        ok = (
-            isinstance(item, bool)
-            if kind == "bool"
-            else isinstance(item, int) and not isinstance(item, bool) and item >= 0
-            if kind == "int"
-            else isinstance(item, int | float) and not isinstance(item, bool) and math.isfinite(item)
-        )
-        if not ok:
-            raise HealthStoreUnavailable(f"garbled health field {name}={item!r}")
-        fields[name] = float(item) if kind == "float" else item
+        if not check(item):
+            raise HealthStoreUnavailable(f"garbled health field {name}={item!r:.80}")
+        fields[name] = float(item) if kind is float else item
     return EndpointHealth(**fields)
 
 
 def _expiry(health: EndpointHealth, now: float) -> tuple[str, str]:
-    """(new value, expiry in Unix ms) for the CAS script: ("", "") deletes the key."""
+    """(new value, time to live in ms) for the CAS script: ("", "") deletes the key. `now` is the
+    writer's clock, the one the value's deadlines were set by."""
     expires = health.expires_at(now)
     if health.is_default() or (expires is not None and expires <= now):
         return "", ""
-    return encode(health), "" if expires is None else str(math.ceil(expires * 1000))
+    return encode(health), "" if expires is None else str(max(1, math.ceil((expires - now) * 1000)))
 
 
 def _connection_settings(client: Any) -> dict[str, Any]:
@@ -145,12 +189,26 @@ def _connection_settings(client: Any) -> dict[str, Any]:
     return settings
 
 
+class _NotShared:
+    """What an operation gives when Redis cannot serve it now: the caller uses local memory."""
+
+
+_NOT_SHARED = _NotShared()
+
+
 class RedisHealth:
     """Endpoint health in Redis, shared by every process and machine using it (HL-2).
 
     `url_or_client`: a `redis://` / `rediss://` / `unix://` URL, or a `redis.Redis` /
     `redis.asyncio.Redis` client, which tells where to connect; the store opens its own connections
-    with its `timeout`, because the application's client may wait much longer than a request may.
+    (at most `max_connections`, pooled) with its `timeout`, because the application's client may
+    wait much longer than a request may.
+    `timeout`: the most one wait on Redis may take (connect, or a reply), in seconds (HL-3).
+    `retry_interval`: how long local memory serves after Redis failed, before Redis is tried again.
+    `max_connections`: the pool's size, for sync and async requests together (also the number of
+    worker threads async requests run their operation on).
+    `pool_wait`: how long a request waits for a free pooled connection before it goes on from
+    local memory (no warning: the congestion is the process's own).
     """
 
     def __init__(
@@ -160,24 +218,32 @@ class RedisHealth:
         *,
         timeout: float = 0.05,
         retry_interval: float = 5.0,
+        max_connections: int = 8,
+        pool_wait: float = 1.0,
     ) -> None:
         try:
             import redis
-            import redis.asyncio
+            import redis.exceptions
             from redis.backoff import NoBackoff
             from redis.retry import Retry
         except ImportError as exc:  # pragma: no cover - the extra is installed for the tests
             raise ImportError("RedisHealth needs the redis package: pip install 'fsm_agent[redis]'") from exc
-        if timeout <= 0 or retry_interval < 0:
-            raise ValueError("timeout must be positive and retry_interval not negative")
+        if timeout <= 0 or retry_interval < 0 or pool_wait < 0:
+            raise ValueError("timeout must be positive, and retry_interval and pool_wait not negative")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError("max_connections must be a positive int")
         self.prefix = prefix
         self.timeout = timeout
         self.retry_interval = retry_interval
-        # Bounded and without the client library's own retries: HL-3 bounds the whole operation.
+        self.max_connections = max_connections
+        self.pool_wait = pool_wait
+        # Bounded, and one retry only for a connection that broke (a pooled connection that Redis
+        # closed while it was idle, or before a restart): a timeout is never retried (HL-3).
         ours: dict[str, Any] = {
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
-            "retry": Retry(NoBackoff(), 0),
+            "retry": Retry(NoBackoff(), 1, supported_errors=(redis.exceptions.ConnectionError,)),
+            "max_connections": max_connections,
         }
         # No CLIENT SETINFO round trips on connect (redis-py 7+ spells it driver_info=None).
         if "driver_info" in inspect.signature(redis.Redis.__init__).parameters:
@@ -185,59 +251,73 @@ class RedisHealth:
         else:  # pragma: no cover - older redis-py
             ours.update(lib_name=None, lib_version=None)
         if isinstance(url_or_client, str):
-            url = url_or_client
-            self._sync = redis.Redis.from_url(url, **ours)
-            self._new_async: Callable[[], Any] = lambda: redis.asyncio.Redis.from_url(
-                url, single_connection_client=True, **ours
-            )
-            self._where = _redacted(url)
+            _remember_url_secrets(url_or_client)
+            self._sync = redis.Redis.from_url(url_or_client, **ours)
+            self._where = _where(url_or_client)
         else:
             settings = _connection_settings(url_or_client)
+            remember_secret(settings.get("password"))
             self._sync = redis.Redis(**settings, **ours)
-            self._new_async = lambda: redis.asyncio.Redis(
-                **settings, single_connection_client=True, **ours
-            )
-            self._where = f"{settings.get('host') or settings.get('unix_socket_path')}"
+            self._where = redact(f"{settings.get('host') or settings.get('unix_socket_path')}")
         self._script = self._sync.register_script(_CAS)
-        self._lock = threading.Lock()
         self._local: dict[EndpointKey, EndpointHealth] = {}  # last known values, and the fallback
         self._held: dict[EndpointKey, str] = {}  # the raw value Redis held when last seen
         self._pending: deque[tuple[EndpointKey, HealthChange]] = deque(maxlen=_PENDING_CAP)
         self._down_until: float | None = None  # monotonic; None while Redis answers
         self.round_trips = 0  # Redis commands sent (benchmarks and tests read it)
+        self._closed = False
+        self._start_in_this_process()
+
+    def _start_in_this_process(self) -> None:
+        """The locks, connection slots and worker threads of this process (again in a forked
+        child, where a lock or slot held by a thread of the parent would never be released). The
+        parent's queued changes stay the parent's to write: a child writing them too would count
+        them twice."""
+        if getattr(self, "_pid", None) is not None:
+            self._pending.clear()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        # one per pooled connection: the pool is never asked for more than it may hold
+        self._slots = threading.BoundedSemaphore(self.max_connections)
+        self._workers: ThreadPoolExecutor | None = None
 
     # -- the HealthStore protocol ------------------------------------------------------------------
     def get(self, key: EndpointKey) -> EndpointHealth:
-        if self._reachable():
-            try:
-                return self._bounded(lambda: self._read(key))
-            except Exception as exc:
-                self._went_away(exc)
-        return self._local_get(key)
+        found = self._shared(lambda: self._read(key))
+        return self._local_get(key) if isinstance(found, _NotShared) else found
 
     def update(self, key: EndpointKey, change: HealthChange) -> EndpointHealth:
-        if self._reachable():
-            try:
-                return self._bounded(lambda: self._write(key, change))
-            except Exception as exc:
-                self._went_away(exc)
-        return self._local_update(key, change)
+        found = self._shared(lambda: self._write(key, change))
+        return self._local_update(key, change) if isinstance(found, _NotShared) else found
 
     async def aget(self, key: EndpointKey) -> EndpointHealth:
-        if self._reachable():
-            try:
-                return await self._abounded(lambda client: self._aread(client, key))
-            except Exception as exc:
-                self._went_away(exc)
-        return self._local_get(key)
+        found = await self._on_a_worker(functools.partial(self.get, key))
+        return self._local_get(key) if isinstance(found, _NotShared) else found
 
     async def aupdate(self, key: EndpointKey, change: HealthChange) -> EndpointHealth:
-        if self._reachable():
-            try:
-                return await self._abounded(lambda client: self._awrite(client, key, change))
-            except Exception as exc:
-                self._went_away(exc)
-        return self._local_update(key, change)
+        found = await self._on_a_worker(functools.partial(self.update, key, change))
+        return self._local_update(key, change) if isinstance(found, _NotShared) else found
+
+    async def _on_a_worker(self, operation: Callable[[], T]) -> T | _NotShared:
+        """Run the sync operation on one of the store's worker threads: the loop goes on meanwhile,
+        and only the socket waits count against `timeout`. A request cancelled meanwhile leaves the
+        operation to finish (it is bounded), so a change is never half-written. `_NOT_SHARED`
+        without a thread hop while Redis is away, and once the store is closed."""
+        workers = self._worker_threads() if self._reachable() else None
+        if workers is None:
+            return _NOT_SHARED
+        try:
+            return await asyncio.get_running_loop().run_in_executor(workers, operation)
+        except RuntimeError:  # closed meanwhile: the executor takes no more work
+            return _NOT_SHARED
+
+    def _worker_threads(self) -> ThreadPoolExecutor | None:
+        if self._pid != os.getpid():
+            self._start_in_this_process()
+        with self._lock:
+            if self._workers is None and not self._closed:
+                self._workers = ThreadPoolExecutor(self.max_connections, thread_name_prefix="fsm_agent-redis")
+            return self._workers
 
     # -- lifecycle -----------------------------------------------------------------------------------
     @property
@@ -247,7 +327,12 @@ class RedisHealth:
             return self._down_until is None
 
     def close(self) -> None:
-        """Close the store's own connections (never the caller's client)."""
+        """Stop the worker threads and close the store's own connections (never the caller's client)."""
+        with self._lock:
+            self._closed = True
+            workers, self._workers = self._workers, None
+        if workers is not None:
+            workers.shutdown(wait=True)
         self._sync.close()
 
     def __enter__(self) -> RedisHealth:
@@ -259,12 +344,41 @@ class RedisHealth:
     def __repr__(self) -> str:
         return f"RedisHealth({self._where!r}, prefix={self.prefix!r}, shared={self.shared})"
 
-    # -- Redis, sync -----------------------------------------------------------------------------------
+    # -- Redis ---------------------------------------------------------------------------------------
     def redis_key(self, key: EndpointKey) -> str:
         return f"{self.prefix}:health:{key}"
 
+    def _shared(self, operation: Callable[[], T]) -> T | _NotShared:
+        """Write what was learned while Redis was away, then run `operation` on Redis; `_NOT_SHARED`
+        when Redis is away (HL-3) or every pooled connection stayed busy for `pool_wait`."""
+        if self._pid != os.getpid():
+            self._start_in_this_process()
+        if not self._reachable():
+            return _NOT_SHARED
+        if not self._slots.acquire(timeout=self.pool_wait):
+            return _NOT_SHARED  # our own congestion, not Redis's: no warning
+        try:
+            try:
+                self._write_pending()
+                value = operation()
+            except Exception as exc:
+                self._went_away(exc)
+                return _NOT_SHARED
+            self._answered()
+            return value
+        finally:
+            self._slots.release()
+
+    def _write_pending(self) -> None:
+        while (pending := self._take_pending()) is not None:
+            try:
+                self._write(*pending)
+            except BaseException:
+                self._return_pending(pending)
+                raise
+
     def _read(self, key: EndpointKey) -> EndpointHealth:
-        self.round_trips += 1
+        self._count()
         raw = self._sync.get(self.redis_key(key))
         return self._seen(key, raw)
 
@@ -272,66 +386,19 @@ class RedisHealth:
         held = self._held_value(key)
         for _ in range(_CAS_ROUNDS):
             updated = apply(decode(held), change)
-            value, expiry = _expiry(updated, time.time())
-            self.round_trips += 1
+            value, expiry = _expiry(updated, change.at if change.at > 0 else time.time())
+            self._count()
             answer = self._script(keys=[self.redis_key(key)], args=[held, value, expiry])
             written, held = self._cas_answer(answer)
             if written:
                 return self._stored(key, value, updated)
         raise HealthStoreUnavailable(f"{_CAS_ROUNDS} concurrent writers in a row on {key}")
 
-    def _bounded(self, operation: Callable[[], T]) -> T:
-        """Write what was learned while Redis was away, then run `operation`. The sync client's
-        socket timeouts bound every wait on Redis (connect and each reply), so a Redis that does not
-        answer in time raises here; time this process spends on its own CPU is not held against it."""
-        while (pending := self._take_pending()) is not None:
-            try:
-                self._write(*pending)
-            except BaseException:
-                self._return_pending(pending)
-                raise
-        value = operation()
-        self._answered()
-        return value
-
-    # -- Redis, async (a connection per operation: never tied to an event loop that may end) ---------
-    async def _abounded(self, operation: Callable[[Any], Awaitable[T]]) -> T:
-        """`_bounded` for the async client: the whole operation, connect included, within `timeout`."""
-        client = self._new_async()
-        try:
-            value = await asyncio.wait_for(self._apending_then(client, operation), self.timeout)
-        finally:
-            await asyncio.shield(client.aclose())
-        self._answered()
-        return value
-
-    async def _apending_then(self, client: Any, operation: Callable[[Any], Awaitable[T]]) -> T:
-        while (pending := self._take_pending()) is not None:
-            try:
-                await self._awrite(client, *pending)
-            except BaseException:
-                self._return_pending(pending)
-                raise
-        return await operation(client)
-
-    async def _aread(self, client: Any, key: EndpointKey) -> EndpointHealth:
-        self.round_trips += 1
-        raw = await client.get(self.redis_key(key))
-        return self._seen(key, raw)
-
-    async def _awrite(self, client: Any, key: EndpointKey, change: HealthChange) -> EndpointHealth:
-        held = self._held_value(key)
-        for _ in range(_CAS_ROUNDS):
-            updated = apply(decode(held), change)
-            value, expiry = _expiry(updated, time.time())
-            self.round_trips += 1
-            answer = await client.eval(_CAS, 1, self.redis_key(key), held, value, expiry)
-            written, held = self._cas_answer(answer)
-            if written:
-                return self._stored(key, value, updated)
-        raise HealthStoreUnavailable(f"{_CAS_ROUNDS} concurrent writers in a row on {key}")
-
     # -- bookkeeping ---------------------------------------------------------------------------------
+    def _count(self) -> None:
+        with self._lock:
+            self.round_trips += 1
+
     def _seen(self, key: EndpointKey, raw: Any) -> EndpointHealth:
         if raw is not None and not isinstance(raw, bytes | str):
             raise HealthStoreUnavailable(f"unexpected reply {type(raw).__name__}")
@@ -380,13 +447,15 @@ class RedisHealth:
             first = self._down_until is None
             self._down_until = time.monotonic() + self.retry_interval
             self._held.clear()  # what Redis held is unknown from now on
+        with contextlib.suppress(Exception):  # the idle pooled connections may be as broken
+            self._sync.connection_pool.disconnect(inuse_connections=False)
         if first:  # one warning per outage, not one per request
             log.warning(
                 "fsm_agent: Redis health store at %s unusable (%s: %s); keeping endpoint health in "
                 "this process and retrying Redis every %g s",
                 self._where,
                 type(exc).__name__,
-                exc,
+                redact(str(exc)),
                 self.retry_interval,
             )
 
@@ -419,9 +488,25 @@ class RedisHealth:
             return updated
 
 
-def _redacted(url: str) -> str:
-    """The URL without its password, for the warning."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        rest = rest.split("@", 1)[1]
-    return f"{scheme}{sep}{rest}"
+def _where(url: str) -> str:
+    """Where a URL points, for the repr and the warnings: scheme, host, port and path (the
+    database), never its user, password or query (`?password=` is a query parameter), SEC-9."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<unparsable redis URL>"
+    netloc = f"{host}:{port}" if port else host
+    return redact(f"{parts.scheme}://{netloc}{parts.path}")
+
+
+def _remember_url_secrets(url: str) -> None:
+    """The URL's password (user:password@ or ?password=) is redacted wherever it shows (SEC-9)."""
+    try:
+        parts = urlsplit(url)
+        remember_secret(parts.password)
+        for password in parse_qs(parts.query).get("password", []):
+            remember_secret(password)
+    except ValueError:
+        pass

@@ -4,6 +4,7 @@ across stores, and the HL-3 fallback (down, slow, garbled, back again)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import threading
@@ -11,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import redis
@@ -23,18 +25,21 @@ from fsm_agent.health_redis import RedisHealth, decode, encode
 
 KEY = EndpointKey("chat_completions", "http://127.0.0.1:1/v1", "gpt-4.1-mini")
 OTHER = EndpointKey("anthropic_messages", "http://127.0.0.1:1", "claude-sonnet-4-5")
+# The stores of the tests about what is stored wait on Redis up to 1 s: a loaded 2-core machine may
+# hold redis-server off the CPU for over 50 ms, and those tests are not about the budget (HL-3).
+SEMANTICS_TIMEOUT = 1.0
 
 
 @pytest.fixture
 def store(redis_server: RedisServer, redis_prefix: str) -> Iterator[RedisHealth]:
-    with RedisHealth(redis_server.url, prefix=redis_prefix) as made:
+    with RedisHealth(redis_server.url, prefix=redis_prefix, timeout=SEMANTICS_TIMEOUT) as made:
         yield made
 
 
 @pytest.fixture
 def second(redis_server: RedisServer, redis_prefix: str) -> Iterator[RedisHealth]:
     """Another store on the same Redis and prefix: what a second process sees."""
-    with RedisHealth(redis_server.url, prefix=redis_prefix) as made:
+    with RedisHealth(redis_server.url, prefix=redis_prefix, timeout=SEMANTICS_TIMEOUT) as made:
         yield made
 
 
@@ -112,10 +117,12 @@ changes = st.builds(
     cooldown_until=st.none() | st.floats(1e9, 3e9),
     stream_options_unsupported=st.booleans(),
     streaming_disabled=st.booleans(),
+    take_probe=st.none() | st.text(max_size=24),  # BO-7: the probe's owner goes through Redis too
+    at=st.sampled_from([0.0, 1.0]),  # the writer's clock: unknown, or (1.0) read as it writes
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sequence=st.lists(changes, max_size=6))
 def test_redis_applies_changes_as_apply_does(
     store: RedisHealth, second: RedisHealth, sequence: list[HealthChange]
@@ -126,6 +133,8 @@ def test_redis_applies_changes_as_apply_does(
     now = time.time()
     for i, change in enumerate(sequence):
         writer = store if i % 2 == 0 else second  # two stores: each sees the other's writes
+        if change.at:  # the writer's clock, read when it writes (as `EndpointLink` does)
+            change = replace(change, at=time.time())
         expected = apply(expected, change)
         written, kept = writer.update(key, change), memory.update(key, change)
         # A store may forget a value whose times have all passed (`expires_at`): what is still in
@@ -137,8 +146,15 @@ def test_redis_applies_changes_as_apply_does(
 
 def in_force(health: EndpointHealth, now: float) -> EndpointHealth:
     """`health` without the times that have passed."""
-    fields = {name: getattr(health, name) for name in ("breaker_open_until", "probe_until", "cooldown_until")}
-    passed = {name: 0.0 for name, value in fields.items() if value <= now}
+    passed: dict[str, Any] = {}
+    deadlines = (
+        ("breaker_open_until", "breaker_open_for"),
+        ("probe_until", "probe_for"),
+        ("cooldown_until", "cooldown_for"),
+    )
+    for until, length in deadlines:
+        if getattr(health, until) <= now:
+            passed.update({until: 0.0, length: 0.0})
     if "probe_until" in passed:
         passed["probe_owner"] = ""
     return replace(health, **passed)
@@ -289,3 +305,200 @@ def test_anything_else_is_refused() -> None:
         RedisHealth(object())
     with pytest.raises(ValueError, match="timeout"):
         RedisHealth("redis://127.0.0.1:1/0", timeout=0)
+
+
+# -- one schema for stored health (HL-2): what is written is read back, every field -------------------
+_VALUES = {
+    bool: st.booleans(),
+    int: st.integers(0, 2**53),
+    float: st.floats(0, 1e12, allow_nan=False, allow_infinity=False),
+    str: st.text(max_size=64),  # a request id is ours, but any text must come back as it went
+}
+# Built from the dataclass itself: a field added to EndpointHealth is covered without editing this.
+healths = st.builds(
+    EndpointHealth,
+    **{field.name: _VALUES[type(field.default)] for field in dataclasses.fields(EndpointHealth)},
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(health=healths)
+def test_every_health_value_survives_encode_and_decode(health: EndpointHealth) -> None:
+    assert decode(encode(health)) == health
+    assert decode(encode(health).encode()) == health  # as bytes, the way Redis gives it back
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(health=healths)
+def test_every_health_value_is_read_back_through_redis(
+    store: RedisHealth, second: RedisHealth, redis_client: redis.Redis, health: EndpointHealth
+) -> None:
+    key = EndpointKey("chat_completions", "http://127.0.0.1:1/v1", uuid.uuid4().hex)
+    redis_client.set(store.redis_key(key), encode(health))  # what a writer of this version stores
+    assert second.get(key) == health
+    assert second.shared
+
+
+def test_a_taken_probe_is_read_back_and_health_stays_shared(
+    store: RedisHealth, second: RedisHealth, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = time.time()
+    with caplog.at_level(logging.WARNING, logger="fsm_agent"):
+        store.update(KEY, HealthChange(stall=True, breaker_open_until=now - 1, at=now - 3))
+        taken = store.update(KEY, HealthChange(take_probe="req-1", probe_until=now + 30, at=now))
+        assert taken.probe_owner == "req-1"
+        seen = second.get(KEY)  # the other process reads the probe back (BO-7)
+        assert seen == taken
+        # and both go on writing: the probe stalls and re-trips the breaker
+        second.update(KEY, HealthChange(stall=True, at=now))
+        second.update(KEY, HealthChange(breaker_open_until=now + 60, probe_until=0.0, at=now))
+        after = store.get(KEY)
+    assert after.stale_streak == 2 and after.breaker_open_until == now + 60 and after.probe_owner == ""
+    assert store.shared and second.shared
+    assert warnings_of(caplog) == []
+
+
+def test_queued_changes_with_a_probe_are_written_back_after_a_restart(
+    fresh_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = time.time()
+    with caplog.at_level(logging.INFO, logger="fsm_agent"), RedisHealth(
+        fresh_redis_server.url, retry_interval=0.05
+    ) as store:
+        store.update(KEY, HealthChange(stall=True, breaker_open_until=now - 1, at=now - 3))
+        fresh_redis_server.kill()
+        store.update(KEY, HealthChange(take_probe="req-2", probe_until=now + 30, at=now))  # queued
+        store.update(OTHER, HealthChange(cooldown_until=now + 60, at=now))  # queued, another key
+        assert not store.shared
+        fresh_redis_server.start()
+        time.sleep(0.06)  # past retry_interval: the next operation tries Redis again
+        store.get(OTHER)  # any operation writes the queue back first, whatever its key
+        assert store.shared
+        with RedisHealth(fresh_redis_server.url) as other:
+            # The restarted server kept nothing (no persistence): what it holds came from the queue.
+            seen = other.get(KEY)
+            assert seen.probe_owner == "req-2" and seen.probe_until == now + 30
+            assert other.get(OTHER).cooldown_until == now + 60
+            assert other.shared
+    assert len(warnings_of(caplog)) == 1
+
+
+def test_a_restart_between_operations_costs_no_outage(
+    fresh_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pooled connections die with the server; the first command after the restart reconnects
+    (one retry on a broken connection) instead of declaring Redis unusable."""
+    with caplog.at_level(logging.WARNING, logger="fsm_agent"), RedisHealth(fresh_redis_server.url) as store:
+        store.update(KEY, HealthChange(streaming_disabled=True))
+        fresh_redis_server.kill()
+        fresh_redis_server.start()
+        assert store.get(KEY) == EndpointHealth()  # the restarted server kept nothing
+        assert store.shared
+    assert warnings_of(caplog) == []
+
+
+# -- one pool, a budget that measures Redis (HL-3) --------------------------------------------------
+def _clients_of(server_client: redis.Redis) -> int:
+    """Connections the server has open, not counting the one asking."""
+    return int(server_client.info("clients")["connected_clients"]) - 1
+
+
+def test_concurrent_async_operations_share_the_pool(fresh_redis_server: RedisServer) -> None:
+    looker = redis.Redis.from_url(fresh_redis_server.url)
+    keys = [EndpointKey("chat_completions", "http://127.0.0.1:1/v1", f"m{i}") for i in range(20)]
+    peak = 0
+
+    async def run(store: RedisHealth) -> None:
+        nonlocal peak
+        stall = HealthChange(stall=True)
+        tasks = [
+            asyncio.create_task(store.aupdate(keys[i % 20], stall) if i % 2 else store.aget(keys[i % 20]))
+            for i in range(400)
+        ]
+        while not all(task.done() for task in tasks):
+            peak = max(peak, _clients_of(looker))
+            await asyncio.sleep(0.001)
+        await asyncio.gather(*tasks)
+
+    try:
+        with RedisHealth(fresh_redis_server.url, max_connections=4) as store:
+            asyncio.run(run(store))
+            assert store.shared
+            assert sum(store.get(key).stale_streak for key in keys) == 200  # no change lost
+            peak = max(peak, _clients_of(looker))
+            assert 1 <= peak <= 4
+            assert store._sync.connection_pool._created_connections <= 4
+    finally:
+        looker.close()
+
+
+def test_a_busy_event_loop_is_not_held_against_redis(
+    redis_server: RedisServer, redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The loop is blocked for far longer than the 50 ms budget while an operation is in flight:
+    Redis answered in time, so the store stays shared."""
+    with RedisHealth(redis_server.url, prefix=redis_prefix) as store:  # the default budget, 50 ms
+        loop_blocked_during_an_operation(store, caplog)
+
+
+def loop_blocked_during_an_operation(store: RedisHealth, caplog: pytest.LogCaptureFixture) -> None:
+    async def run() -> EndpointHealth:
+        task = asyncio.create_task(store.aupdate(KEY, HealthChange(streaming_disabled=True)))
+        await asyncio.sleep(0)  # the operation starts
+        time.sleep(0.3)  # the loop's own delay: a callback hogging it
+        return await task
+
+    with caplog.at_level(logging.WARNING, logger="fsm_agent"):
+        assert asyncio.run(run()).streaming_disabled
+    assert store.shared
+    assert warnings_of(caplog) == []
+
+
+def test_closing_stops_the_worker_threads(redis_server: RedisServer, redis_prefix: str) -> None:
+    before = set(threading.enumerate())
+    with RedisHealth(redis_server.url, prefix=redis_prefix) as store:
+        asyncio.run(store.aget(KEY))
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+
+
+# -- no password in what the store writes itself (SEC-9) ----------------------------------------------
+def test_a_urls_password_shows_neither_in_the_repr_nor_in_the_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on: the warning comes at once
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    urls = [
+        f"redis://127.0.0.1:{port}/0?password=hunter2-query-secret",
+        f"redis://fleet:hunter2-userinfo-secret@127.0.0.1:{port}/0",
+        f"redis://:hunter2-bare-secret@127.0.0.1:{port}/0?socket_keepalive=true",
+    ]
+    for url in urls:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="fsm_agent"), RedisHealth(
+            url, retry_interval=60
+        ) as down:
+            down.get(KEY)
+            texts = [repr(down), str(down), *warnings_of(caplog)]
+        assert len(warnings_of(caplog)) == 1
+        assert f"127.0.0.1:{port}/0" in texts[0]  # where it points is still said
+        for text in texts:
+            assert "hunter2" not in text and "fleet" not in text, text
+
+
+def test_a_callers_clients_password_is_not_shown(redis_server: RedisServer) -> None:
+    client = redis.Redis(host="127.0.0.1", port=redis_server.port, password="hunter2-client-secret")
+    with RedisHealth(client) as store:
+        assert "hunter2" not in repr(store)
+    client.close()
+
+
+def test_a_closed_store_serves_async_requests_from_its_memory(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    store = RedisHealth(redis_server.url, prefix=redis_prefix)
+    asyncio.run(store.aupdate(KEY, HealthChange(stream_options_unsupported=True)))
+    store.close()
+    before = set(threading.enumerate())
+    assert asyncio.run(store.aget(KEY)).stream_options_unsupported  # what it knew; nothing raised
+    assert [t for t in threading.enumerate() if t not in before] == []  # no worker started again

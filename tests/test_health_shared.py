@@ -32,6 +32,13 @@ def other_process(
     redis: RedisServer, prefix: str, emulator: Emulator, requests: int, **settings: Any
 ) -> list[Any]:
     """Process A: `requests` requests in another OS process sharing the Redis; its outcomes."""
+    return other_process_run(redis, prefix, emulator, requests, **settings)[0]
+
+
+def other_process_run(
+    redis: RedisServer, prefix: str, emulator: Emulator, requests: int, **settings: Any
+) -> tuple[list[Any], str]:
+    """`other_process`, and what the process wrote to stderr (where its warnings go)."""
     done = subprocess.run(
         [
             sys.executable,
@@ -48,7 +55,7 @@ def other_process(
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    return [json.loads(line) for line in done.stdout.splitlines()], done.stderr
 
 
 @pytest.fixture
@@ -170,7 +177,7 @@ def test_redis_killed_mid_run_then_restarted(
     assert any("answers again" in r.getMessage() for r in caplog.records)
 
 
-def test_async_requests_share_health_through_the_async_client(
+def test_async_requests_share_health_through_the_one_pool(
     redis_server: RedisServer,
     redis_prefix: str,
     emulator: Emulator,
@@ -188,9 +195,145 @@ def test_async_requests_share_health_through_the_async_client(
         finally:
             await client.close()
 
-    sync_connections = shared._sync.connection_pool._created_connections  # the sync client stays unused
     assert asyncio.run(run()).content == "Hello."
-    assert shared._sync.connection_pool._created_connections == sync_connections
+    # one pool for sync and async requests (HL-3): the async request used a pooled connection
+    assert shared._sync.connection_pool._created_connections == 1
     with fsm_agent.RedisHealth(redis_server.url, prefix=redis_prefix) as another_process:
         key = EndpointKey("chat_completions", emulator.openai_base_url.rstrip("/"), MODEL)
         assert another_process.get(key).stream_options_unsupported  # written through aupdate (HL-2)
+
+
+def endpoint_of(emulator: Emulator) -> EndpointKey:
+    return EndpointKey("chat_completions", emulator.openai_base_url.rstrip("/"), MODEL)
+
+
+def wait_until_wall(when: float) -> None:
+    """Sleep until the wall clock has passed `when` (a breaker's end read from Redis)."""
+    while (left := when - time.time()) > 0:
+        time.sleep(left + 0.02)
+
+
+def redis_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    return [message for message in messages if "Redis" in message]
+
+
+@pytest.mark.slow
+def test_trip_probe_retrip_across_two_processes(
+    redis_server: RedisServer,
+    redis_prefix: str,
+    emulator: Emulator,
+    client: openai.OpenAI,
+    shared: fsm_agent.RedisHealth,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """BO-7 across processes: B trips the breaker, A takes the half-open probe, stalls and re-trips
+    it; B honours A's re-trip. Every store stays shared throughout (HL-2)."""
+    emulator.script(Scenario.build("never sent", faults=[Stall(0, seconds=30.0, then="drop")]))
+    with caplog.at_level(logging.WARNING, logger="fsm_agent"):
+        with pytest.raises(fsm_agent.StreamStalledError):  # B trips the breaker for a short cooldown
+            session(shared, **{**BREAKER, "breaker_cooldown": 0.5}).stream(client, PARAMS)
+        tripped = shared.get(endpoint_of(emulator))
+        assert tripped.breaker_open_until > 0 and shared.shared
+        wait_until_wall(tripped.breaker_open_until)  # half-open now: the next request is the probe
+        sent = len(emulator.requests)
+        (probe,), stderr = other_process_run(redis_server, redis_prefix, emulator, 1, **BREAKER)
+        assert probe == {"outcome": "StreamStalledError", "stalls": 1}  # A was let through, and stalled
+        assert len(emulator.requests) == sent + 1
+        assert "unusable" not in stderr  # A read back the value holding its own probe
+        retripped = shared.get(endpoint_of(emulator))
+        assert retripped.breaker_open_until > time.time() + 30  # A's re-trip (its cooldown: 60 s)
+        assert retripped.probe_owner == "" and retripped.probe_until == 0.0  # the probe is free again
+        assert retripped.stale_streak == 2
+        with pytest.raises(fsm_agent.ProviderUnresponsiveError):  # B honours A's re-trip at once
+            session(shared, **BREAKER).stream(client, PARAMS)
+        assert len(emulator.requests) == sent + 1
+        (refused,), stderr = other_process_run(redis_server, redis_prefix, emulator, 1, **BREAKER)
+        assert refused == {"outcome": "ProviderUnresponsiveError", "stalls": 0}
+        assert "unusable" not in stderr
+    assert shared.shared
+    assert redis_warnings(caplog) == []
+
+
+def test_a_trip_queued_during_an_outage_reaches_the_other_process(
+    fresh_redis_server: RedisServer,
+    emulator: Emulator,
+    client: openai.OpenAI,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """B trips the breaker while Redis is down (kept locally, queued); Redis restarts empty; B's next
+    request writes the queue back first; then process A is refused without sending anything."""
+    stall = Scenario.build("never sent", faults=[Stall(0, seconds=30.0, then="drop")])
+    emulator.script(Scenario.build("One."), then=stall)
+    with caplog.at_level(logging.INFO, logger="fsm_agent"), fsm_agent.RedisHealth(
+        fresh_redis_server.url, prefix="fleet", retry_interval=0.2
+    ) as health:
+        worker = session(health, **BREAKER)
+        assert worker.stream(client, PARAMS).content == "One."
+        fresh_redis_server.kill()
+        with pytest.raises(fsm_agent.StreamStalledError):
+            worker.stream(client, PARAMS)
+        assert not health.shared
+        fresh_redis_server.start()
+        time.sleep(0.25)  # past retry_interval
+        sent = len(emulator.requests)
+        with pytest.raises(fsm_agent.ProviderUnresponsiveError):  # its own trip, now from Redis
+            worker.stream(client, PARAMS)
+        assert health.shared
+        (refused,), stderr = other_process_run(fresh_redis_server, "fleet", emulator, 1, **BREAKER)
+        assert refused == {"outcome": "ProviderUnresponsiveError", "stalls": 0}
+        assert len(emulator.requests) == sent
+        assert "unusable" not in stderr
+    assert len(redis_warnings(caplog)) == 1
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+
+
+def test_200_concurrent_async_requests_use_the_pool_and_keep_redis_shared(
+    fresh_redis_server: RedisServer, emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HL-3: 200 requests at once against a healthy Redis: it is never judged unusable (the budget
+    measures Redis, not the loop), and the store never holds more connections than its pool."""
+    import asyncio
+    import threading
+
+    import redis
+
+    hello = Scenario.build("Hello.")
+    emulator.script(Scenario.build("Hello.", faults=[RejectStreamOptions(400)]), then=hello)
+    looker = redis.Redis.from_url(fresh_redis_server.url)
+    peak = 0
+    done = threading.Event()
+
+    def watch() -> None:  # the server's own count of its clients, minus the one asking
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, int(looker.info("clients")["connected_clients"]) - 1)
+            done.wait(0.002)
+
+    async def run(health: fsm_agent.RedisHealth) -> list[fsm_agent.StreamResult]:
+        client = openai.AsyncOpenAI(base_url=emulator.openai_base_url, api_key="sk-test", max_retries=0)
+        try:
+            one = session(health)
+            return await asyncio.gather(*(one.astream(client, PARAMS) for _ in range(200)))
+        finally:
+            await client.close()
+
+    watcher = threading.Thread(target=watch)
+    with caplog.at_level(logging.WARNING, logger="fsm_agent"), fsm_agent.RedisHealth(
+        fresh_redis_server.url
+    ) as health:
+        watcher.start()
+        try:
+            results = asyncio.run(run(health))
+        finally:
+            done.set()
+            watcher.join()
+        assert [result.content for result in results] == ["Hello."] * 200
+        assert health.shared
+        created = health._sync.connection_pool._created_connections
+        assert 1 <= created <= health.max_connections
+        assert health.get(endpoint_of(emulator)).stream_options_unsupported  # written through the pool
+    looker.close()
+    assert 1 <= peak <= health.max_connections, peak
+    assert redis_warnings(caplog) == []
+    print(f"200 concurrent astream: pool created {created} connections, server saw at most {peak}")
