@@ -83,9 +83,18 @@ class ToolSlot:
     # ACC-11: the arguments' reader while they are watched; None once it failed (invalid JSON)
     reader: PartialJson | None = None
     args_taken_at: float = float("-inf")  # when a big call's value was last taken (`take_args`)
+    type: str = "function"
+    incomplete: bool = False
 
     def to_tool_call(self) -> ToolCall:
-        return ToolCall(id=self.id, name=self.name, arguments=_join(self.fragments), extra=self.extra)
+        return ToolCall(
+            id=self.id,
+            name=self.name,
+            arguments=_join(self.fragments),
+            extra=self.extra,
+            type=self.type,
+            incomplete=self.incomplete,
+        )
 
 
 def _position(slot: ToolSlot) -> int:
@@ -145,6 +154,7 @@ class Accumulator:
         name: str | None,
         arguments: str | None,
         extra: dict[str, Any] | None,
+        kind: str | None = None,
     ) -> tuple[ToolSlot, bool, bool]:
         """Apply one fragment. Returns (slot, opened a new slot, name became known)."""
         slot = self._by_index.get(index)
@@ -168,7 +178,15 @@ class Accumulator:
                 self._read_args(slot, arguments)
         if extra:
             slot.extra = {**(slot.extra or {}), **extra}
+        if kind:
+            slot.type = kind
         return slot, opened, named
+
+    def tool_end(self, index: int, incomplete: bool) -> None:
+        """The provider closed the call at `index`; `incomplete`: the answer ended inside its arguments."""
+        slot = self._by_index.get(index)
+        if slot is not None and incomplete:
+            slot.incomplete = True
 
     def _read_args(self, slot: ToolSlot, arguments: str) -> None:
         reader = slot.reader

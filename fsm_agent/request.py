@@ -94,8 +94,7 @@ def dropped_tool_warning(names: list[str]) -> str:
     if len(names) > 3:
         shown += f" +{len(names) - 3} more"
     return (
-        f"\n\n⚠ Stream stalled mid tool-call ({shown}); the action was not executed. "
-        "Ask again to retry it."
+        f"\n\n⚠ Stream stalled mid tool-call ({shown}); the action was not executed. Ask again to retry it."
     )
 
 
@@ -221,7 +220,7 @@ class RequestMachine:
     # -- wire events ------------------------------------------------------------------------------
     def _tool_delta(self, event: ToolCallDelta, t: float) -> tuple[Output, ...]:
         slot, opened, named = self.acc.tool_delta(
-            event.index, event.id, event.name, event.arguments, event.extra
+            event.index, event.id, event.name, event.arguments, event.extra, event.type
         )
         out: tuple[Output, ...] = ()
         if opened and self.state in (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL):
@@ -240,6 +239,8 @@ class RequestMachine:
     def _tool_end(self, event: ToolCallEnd, t: float) -> tuple[Output, ...]:
         # A provider closing one tool block does not finish the response: until the finish reason,
         # a cut stream would still lose the call, so it stays in flight for RES-3/RES-5.
+        if event.incomplete:
+            self.acc.tool_end(event.index, True)
         return ()
 
     def _finish(self, event: FinishReason, t: float) -> tuple[Output, ...]:
@@ -281,7 +282,7 @@ class RequestMachine:
         elif kind is RefusalDelta:
             acc.refusal_parts.append(inner.text)
         elif kind is ToolCallDelta:
-            acc.tool_delta(inner.index, inner.id, inner.name, inner.arguments, inner.extra)
+            acc.tool_delta(inner.index, inner.id, inner.name, inner.arguments, inner.extra, inner.type)
         elif kind is FinishReason:
             acc.finish_reason = inner.reason
         return ()
@@ -307,9 +308,7 @@ class RequestMachine:
 
     def _finished_response(self, event: FinishedResponse, t: float) -> tuple[Output, ...]:
         self.ctx.finished_response = event.response
-        self._set_error(
-            StreamingUnsupportedError("the client answered stream=True with a finished response")
-        )
+        self._set_error(StreamingUnsupportedError("the client answered stream=True with a finished response"))
         return self._fire("finished_response", event, t)
 
     # -- timer and control events -----------------------------------------------------------------
@@ -535,6 +534,9 @@ class RequestMachine:
             model=self.acc.model,
             id=self.acc.response_id,
             reasoning=self.acc.reasoning_parts.join() or None,
+            usage=self.acc.usage,  # ACC-10: what the provider counted before its error, kept
+            provider_data=dict(self.acc.provider_data),
+            error=error_summary(self.ctx.error),
         )
         out: list[Output] = []
         if names:
@@ -582,6 +584,8 @@ class RequestMachine:
 
     def _enter_done(self, source: State) -> tuple[Output, ...]:
         result = self.result if self.result is not None else self.acc.build()
+        if source is S.FINISHING and self._trigger == "error":  # an error after the finish reason
+            result.error = error_summary(self.ctx.error)
         result.attempts = self.ctx.attempt
         result.streamed = source is not S.FALLBACK
         if self._raw is not None:
@@ -624,3 +628,19 @@ class RequestMachine:
 for _name in GUARDS:
     setattr(RequestMachine, _name, guard_method(_name))
 del _name
+
+
+def error_summary(error: BaseException | None) -> dict[str, Any] | None:
+    """ACC-10: the words of the error that ended a stream whose answer is kept anyway (a stub, or
+    an error after the finish reason): its type, the provider's code and message, and its body."""
+    if error is None:
+        return None
+    summary: dict[str, Any] = {
+        "type": type(error).__name__,
+        "code": getattr(error, "code", None),
+        "message": str(error),
+    }
+    body = getattr(error, "body", None)
+    if body is not None:
+        summary["body"] = body
+    return summary

@@ -133,6 +133,8 @@ def encode_event(event: object) -> dict[str, Any]:
             out["arguments"] = event.arguments
         if event.extra is not None:
             out["extra"] = _plain(event.extra)
+        if event.type is not None:
+            out["type"] = event.type
         return out
     encoder = _ENCODERS.get(cls)
     if encoder is None:
@@ -163,7 +165,7 @@ def _meta_fields(event: ResponseMeta) -> dict[str, Any]:
 
 
 _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
-    ToolCallEnd: lambda e: {"index": e.index},
+    ToolCallEnd: lambda e: {"index": e.index, **({"incomplete": True} if e.incomplete else {})},
     FinishReason: lambda e: {"reason": e.reason},
     UsageReport: lambda e: {"usage": _usage_fields(e.usage)},
     ResponseMeta: _meta_fields,
@@ -244,6 +246,7 @@ def _tool_delta(fields: dict[str, Any]) -> ToolCallDelta:
         _str(fields, "name", True),
         _str(fields, "arguments", True),
         _dict(fields, "extra", True),
+        _str(fields, "type", True),
     )
 
 
@@ -338,7 +341,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "ReasoningDelta": lambda f: ReasoningDelta(_str(f, "text")),
     "RefusalDelta": lambda f: RefusalDelta(_str(f, "text")),
     "ToolCallDelta": _tool_delta,
-    "ToolCallEnd": lambda f: ToolCallEnd(_int(f, "index")),
+    "ToolCallEnd": lambda f: ToolCallEnd(_int(f, "index"), _bool(f, "incomplete")),
     "FinishReason": lambda f: FinishReason(_str(f, "reason")),
     "UsageReport": _usage,
     "ResponseMeta": lambda f: ResponseMeta(
