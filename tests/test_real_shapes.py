@@ -572,3 +572,68 @@ def test_differential_can_fail(emulator: Emulator) -> None:
     emulator.reset()
     emulator.script(real_streams.anthropic_tool_without_input("later", text="Checking."))
     assert mine != where_rules_differ("6-tool-without-input", mine, sdk_anthropic(emulator))
+
+
+# -- the pieces behind the rules, fed directly -----------------------------------------------------------
+def _anthropic_frames(scenario: Scenario) -> bytes:
+    assert scenario.raw is not None
+    return b"".join(f if isinstance(f, bytes) else f.encode() for f in scenario.raw)
+
+
+def _pipeline_events(data: bytes) -> list[Any]:
+    from fsm_agent.events import AttemptFailed
+    from fsm_agent.providers.anthropic_events import AnthropicTranslator
+    from fsm_agent.wire.pipeline import WirePipeline
+
+    pipeline = WirePipeline(AnthropicTranslator())
+    events = pipeline.feed(data)
+    if any(isinstance(event, AttemptFailed) for event in events):
+        return events  # the driver reads no further after a failure
+    return [*events, *pipeline.end()]
+
+
+@pytest.mark.parametrize("after", ["tool_use", "cut"])
+def test_7_input_that_is_not_json_without_the_limit_is_still_prv_a4(after: str) -> None:
+    """PRV-A4 holds unless the stop reason says the output limit: the same cut input followed by
+    `stop_reason: tool_use`, or by nothing at all, is a `ToolInputError`, after no finish event."""
+    from fsm_agent.events import AttemptFailed, FinishReason, StreamEnd
+
+    _, scenario = FIXTURES["7-max-tokens-in-tool-input"]
+    data = _anthropic_frames(scenario)
+    head, _, _ = data.partition(b"event: message_delta")
+    if after == "tool_use":
+        data = data.replace(b'"stop_reason":"max_tokens"', b'"stop_reason":"tool_use"')
+    else:
+        data = head
+    events = _pipeline_events(data)
+    failed = [event for event in events if isinstance(event, AttemptFailed)]
+    assert len(failed) == 1 and isinstance(failed[0].error, fsm_agent.ToolInputError)
+    assert events[-1] is failed[0]  # the failure is last: no finish, no end after it
+    assert not any(isinstance(event, (FinishReason, StreamEnd)) for event in events)
+
+
+def test_7_keepalives_do_not_decide_a_pending_input_error() -> None:
+    from fsm_agent.events import AttemptFailed, FinishReason, ToolCallEnd
+
+    _, scenario = FIXTURES["7-max-tokens-in-tool-input"]
+    data = _anthropic_frames(scenario).replace(
+        b"event: message_delta", b'event: ping\ndata: {"type": "ping"}\n\n:\n\nevent: message_delta'
+    )
+    events = _pipeline_events(data)
+    assert not any(isinstance(event, AttemptFailed) for event in events)
+    assert FinishReason("length") in events and ToolCallEnd(0, incomplete=True) in events
+
+
+@pytest.mark.parametrize("api", ["anthropic_messages", "responses"])
+def test_9_a_numeric_response_id_is_read_as_text(api: str) -> None:
+    from fsm_agent.events import ResponseMeta
+    from fsm_agent.providers.anthropic_events import AnthropicTranslator
+    from fsm_agent.providers.openai_responses import ResponsesTranslator
+
+    if api == "anthropic_messages":
+        message = {"id": 42, "type": "message", "model": "m", "content": [], "usage": {"input_tokens": 1}}
+        events = AnthropicTranslator().payload({"type": "message_start", "message": message})
+    else:
+        response = {"id": 42, "object": "response", "model": "m", "status": "in_progress", "output": []}
+        events = ResponsesTranslator().payload({"type": "response.created", "response": response})
+    assert events[0] == ResponseMeta(id="42", model="m")

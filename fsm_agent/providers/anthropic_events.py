@@ -105,7 +105,7 @@ EVENT = Shape(
                 "message": Shape(
                     "message",
                     {
-                        "id": STR,
+                        "id": (str, int),  # only reported: a number is read as its text
                         "model": STR,
                         "usage": _USAGE,
                         "content": [_BLOCK],
@@ -131,7 +131,7 @@ EVENT = Shape(
 MESSAGE = Shape(
     "message",
     {
-        "id": STR,
+        "id": (str, int),
         "model": STR,
         "content": [_BLOCK],
         "stop_reason": STR,
@@ -310,7 +310,7 @@ class AnthropicTranslator:
         usage = message.get("usage")
         if isinstance(usage, dict):
             self._usage = dict(usage)
-        events: list[Any] = [ResponseMeta(id=message.get("id"), model=message.get("model"))]
+        events: list[Any] = [ResponseMeta(id=_id_text(message.get("id")), model=message.get("model"))]
         # A message that starts whole (programmatic tool calling: its tool_use blocks, with their
         # `caller`, and its stop reason already in message_start, then only message_stop): its
         # blocks are the answer's, read as if each had started and stopped (docs/behaviour.md).
@@ -485,7 +485,7 @@ def message_events(message: Any) -> list[Any]:
     """A finished Message (SDK object or dict) as events: the fallback (RES-9) and WIRE-5."""
     body = as_plain(message)
     MESSAGE.check(body, "Anthropic message")
-    events: list[Any] = [ResponseMeta(id=body.get("id"), model=body.get("model"))]
+    events: list[Any] = [ResponseMeta(id=_id_text(body.get("id")), model=body.get("model"))]
     tool_index = 0
     content = body.get("content") or []
     for block in content if isinstance(content, list) else []:
@@ -516,6 +516,11 @@ def message_events(message: Any) -> list[Any]:
     if isinstance(content, list) and all(isinstance(block, dict) for block in content):
         events.append(ResponseMeta(provider_data=_provider_data({**body, "content": content})))
     return events
+
+
+def _id_text(value: object) -> Any:
+    """A message id as text: a number (which the SDK accepts) is read as its digits (SEC-4)."""
+    return str(value) if type(value) is int else value
 
 
 def is_finished_message(obj: Any) -> bool:

@@ -107,7 +107,7 @@ _BOOKKEEPING = frozenset({"type", "id", "call_id", "status", "created_by", "name
 RESPONSE = Shape(
     "response",
     {
-        "id": STR,
+        "id": (str, int),  # only reported: a number is read as its text
         "model": STR,
         "status": STR,
         "usage": _USAGE,
@@ -372,7 +372,7 @@ class ResponsesTranslator:
         events: list[Any] = [
             *actions,
             ResponseMeta(
-                id=_str(response.get("id")),
+                id=_id_text(response.get("id")),
                 model=_str(response.get("model")),
                 raw=Deferred(final_response, response),
             ),
@@ -388,6 +388,11 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _id_text(value: object) -> str | None:
+    """A response id as text: a number (which the SDK accepts) is read as its digits (SEC-4)."""
+    return str(value) if type(value) is int else _str(value)
+
+
 def _text_event(
     cls: type[TextDelta] | type[ReasoningDelta] | type[RefusalDelta], event: dict[str, Any]
 ) -> list[Any]:
@@ -398,7 +403,7 @@ def _text_event(
 def _meta(response: object) -> list[Any]:
     if not isinstance(response, dict):
         return []
-    return [ResponseMeta(id=_str(response.get("id")), model=_str(response.get("model")))]
+    return [ResponseMeta(id=_id_text(response.get("id")), model=_str(response.get("model")))]
 
 
 def response_events(response: Any) -> list[Any]:
