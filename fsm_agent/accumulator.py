@@ -9,6 +9,7 @@ arguments stop that call's reader, never the request (the joined text stays the 
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -84,17 +85,27 @@ class ToolSlot:
     reader: PartialJson | None = None
     args_taken_at: float = float("-inf")  # when a big call's value was last taken (`take_args`)
     type: str = "function"
-    incomplete: bool = False
 
-    def to_tool_call(self) -> ToolCall:
+    def to_tool_call(self, at_limit: bool = False) -> ToolCall:
+        """The call; `at_limit`: the answer stopped at its output limit, so arguments that are not
+        whole JSON were cut by it (`incomplete`)."""
+        arguments = _join(self.fragments)
         return ToolCall(
             id=self.id,
             name=self.name,
-            arguments=_join(self.fragments),
+            arguments=arguments,
             extra=self.extra,
             type=self.type,
-            incomplete=self.incomplete,
+            incomplete=at_limit and not _is_json(arguments),
         )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _position(slot: ToolSlot) -> int:
@@ -182,12 +193,6 @@ class Accumulator:
             slot.type = kind
         return slot, opened, named
 
-    def tool_end(self, index: int, incomplete: bool) -> None:
-        """The provider closed the call at `index`; `incomplete`: the answer ended inside its arguments."""
-        slot = self._by_index.get(index)
-        if slot is not None and incomplete:
-            slot.incomplete = True
-
     def _read_args(self, slot: ToolSlot, arguments: str) -> None:
         reader = slot.reader
         assert reader is not None
@@ -265,7 +270,7 @@ class Accumulator:
             content=content,
             reasoning=_join(self.reasoning_parts) if self.reasoning_parts else None,
             refusal=refusal,
-            tool_calls=[slot.to_tool_call() for slot in self.slots],
+            tool_calls=[slot.to_tool_call(finish_reason == "length") for slot in self.slots],
             finish_reason=finish_reason,
             usage=self.usage,
             model=self.model,

@@ -83,12 +83,9 @@ class ToolCallDelta:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallEnd:
-    """The provider closed the tool call at this index (Anthropic, Responses, Bedrock).
-    `incomplete`: the answer ended (its stop reason says the output limit) inside the call's
-    arguments, which are kept as sent and are not whole JSON."""
+    """The provider closed the tool call at this index (Anthropic, Responses, Bedrock)."""
 
     index: int
-    incomplete: bool = False
 
 
 @dataclass(frozen=True, slots=True)

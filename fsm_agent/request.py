@@ -239,8 +239,6 @@ class RequestMachine:
     def _tool_end(self, event: ToolCallEnd, t: float) -> tuple[Output, ...]:
         # A provider closing one tool block does not finish the response: until the finish reason,
         # a cut stream would still lose the call, so it stays in flight for RES-3/RES-5.
-        if event.incomplete:
-            self.acc.tool_end(event.index, True)
         return ()
 
     def _finish(self, event: FinishReason, t: float) -> tuple[Output, ...]:

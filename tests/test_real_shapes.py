@@ -621,7 +621,7 @@ def test_7_keepalives_do_not_decide_a_pending_input_error() -> None:
     )
     events = _pipeline_events(data)
     assert not any(isinstance(event, AttemptFailed) for event in events)
-    assert FinishReason("length") in events and ToolCallEnd(0, incomplete=True) in events
+    assert FinishReason("length") in events and ToolCallEnd(0) in events
 
 
 @pytest.mark.parametrize("api", ["anthropic_messages", "responses"])
@@ -637,3 +637,32 @@ def test_9_a_numeric_response_id_is_read_as_text(api: str) -> None:
         response = {"id": 42, "object": "response", "model": "m", "status": "in_progress", "output": []}
         events = ResponsesTranslator().payload({"type": "response.created", "response": response})
     assert events[0] == ResponseMeta(id="42", model="m")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_7_chat_tool_call_cut_at_length_is_marked_incomplete(emulator: Emulator, mode: str) -> None:
+    """The same mark on Chat Completions: `finish_reason: length` inside a tool call's arguments."""
+    from fsm_agent.testing.frames import sse
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return sse(
+            {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [choice]}
+        )
+
+    call = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "write_file", "arguments": ""},
+    }
+    frames = (
+        chunk({"role": "assistant", "tool_calls": [call]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"path": "a.t'}}]}),
+        chunk({}, "length"),
+        b"data: [DONE]\n\n",
+    )
+    result = stream(emulator, "chat_completions", Scenario(raw=frames), mode)
+    (cut,) = result.tool_calls
+    assert (cut.arguments, cut.incomplete, result.finish_reason) == ('{"path": "a.t', True, "length")
+    one_request(emulator)

@@ -398,14 +398,13 @@ class AnthropicTranslator:
         if block.type not in _TRACKS_INPUT:
             return []
         streamed = any(block.parts)  # one empty fragment streams nothing: `{}` is the input
-        incomplete = False
         try:
             block.input = block.parse_input()
         except ToolInputError:
             if not at_limit:
                 block.closed = False  # still in flight for the guards (PRV-A4)
                 raise
-            block.input, incomplete = block.partial_input(), True
+            block.input = block.partial_input()  # the call is kept; the result says incomplete
         block.parts = []  # the accumulator keeps the arguments, the Message the parsed input
         if block.tool_index < 0:
             return []
@@ -413,7 +412,7 @@ class AnthropicTranslator:
         if not streamed:  # nothing streamed: the start object's input is the whole input
             arguments = json.dumps(block.input, ensure_ascii=False)
             events.append(ToolCallDelta(block.tool_index, arguments=arguments))
-        events.append(ToolCallEnd(block.tool_index, incomplete=incomplete))
+        events.append(ToolCallEnd(block.tool_index))
         return events
 
     def _message_delta(self, event: dict[str, Any]) -> list[Any]:

@@ -165,7 +165,7 @@ def _meta_fields(event: ResponseMeta) -> dict[str, Any]:
 
 
 _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
-    ToolCallEnd: lambda e: {"index": e.index, **({"incomplete": True} if e.incomplete else {})},
+    ToolCallEnd: lambda e: {"index": e.index},
     FinishReason: lambda e: {"reason": e.reason},
     UsageReport: lambda e: {"usage": _usage_fields(e.usage)},
     ResponseMeta: _meta_fields,
@@ -341,7 +341,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "ReasoningDelta": lambda f: ReasoningDelta(_str(f, "text")),
     "RefusalDelta": lambda f: RefusalDelta(_str(f, "text")),
     "ToolCallDelta": _tool_delta,
-    "ToolCallEnd": lambda f: ToolCallEnd(_int(f, "index"), _bool(f, "incomplete")),
+    "ToolCallEnd": lambda f: ToolCallEnd(_int(f, "index")),
     "FinishReason": lambda f: FinishReason(_str(f, "reason")),
     "UsageReport": _usage,
     "ResponseMeta": lambda f: ResponseMeta(
