@@ -192,6 +192,10 @@ FIXTURES: dict[str, tuple[str, Scenario]] = {
         ),
     ),
     "9-integer-chunk-id": ("chat_completions", real_streams.chat_integer_id("Hello there, friend.")),
+    "legacy-function-call": (
+        "chat_completions",
+        real_streams.chat_legacy_function_call("get_weather", '{"city": "Zürich", "days": 2}'),
+    ),
 }
 
 
@@ -366,11 +370,14 @@ def sdk_chat(emu: Emulator) -> Reading:
         client.close()
     final = state.get_final_completion()
     choice = final.choices[0]
-    calls = choice.message.tool_calls or []
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls or []]
+    legacy = choice.message.function_call
+    if legacy is not None:
+        calls.append((legacy.name, json.loads(legacy.arguments)))
     return {
         "content": choice.message.content or None,
         "reasoning": None,
-        "tool_calls": [(c.function.name, json.loads(c.function.arguments)) for c in calls],
+        "tool_calls": calls,
         "finish_reason": choice.finish_reason,
         "usage": None if final.usage is None else (final.usage.prompt_tokens, final.usage.completion_tokens),
         "error": None,
@@ -666,3 +673,14 @@ def test_7_chat_tool_call_cut_at_length_is_marked_incomplete(emulator: Emulator,
     (cut,) = result.tool_calls
     assert (cut.arguments, cut.incomplete, result.finish_reason) == ('{"path": "a.t', True, "length")
     one_request(emulator)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_legacy_function_call_is_a_tool_call(emulator: Emulator, mode: str) -> None:
+    """A shape the SDK still reads: `delta.function_call` (the legacy `functions` form) is tool call
+    0, not an answer with nothing to do."""
+    api, scenario = FIXTURES["legacy-function-call"]
+    result = stream(emulator, api, scenario, mode)
+    (call,) = result.tool_calls
+    assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Zürich", "days": 2})
+    assert (result.finish_reason, result.attempts) == ("function_call", 1)

@@ -79,6 +79,8 @@ _MESSAGE_FIELDS = {
     "reasoning": (str, list, dict),
     "refusal": STR,
     "tool_calls": [_TOOL_CALL],
+    # The legacy `functions` form (one call, no id), which the SDK still accumulates: tool call 0.
+    "function_call": Shape("function_call", {"name": STR, "arguments": STR}),
 }
 _DELTA = Shape("delta", _MESSAGE_FIELDS)
 # `id` is only reported (ResponseMeta): an integer, which some hosts send and the SDK reads, is
@@ -233,6 +235,7 @@ class ChatTranslator:
                 or get_delta("reasoning") is not None
                 or get_delta("refusal") is not None
                 or get_delta("tool_calls") is not None
+                or get_delta("function_call") is not None
             ):
                 return None
             if content:
@@ -360,6 +363,10 @@ def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
     if calls:
         for call in calls:
             events.append(_tool_delta(call))
+    legacy = delta.get("function_call")
+    if legacy:
+        name = legacy.get("name")
+        events.append(ToolCallDelta(index=0, name=name or None, arguments=legacy.get("arguments") or None))
 
 
 def _tool_delta(call: dict[str, Any]) -> ToolCallDelta:

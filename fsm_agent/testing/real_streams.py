@@ -23,6 +23,7 @@ The shapes (see docs/behaviour.md, "Shapes of real streams"):
 - ``chat_error_after_text`` / ``chat_error_after_finish``: an error chunk in the stream, after
   visible text, or after the finish reason with the usage on the same chunk.
 - ``chat_integer_id``: chunks whose ``id`` is a JSON integer.
+- ``chat_legacy_function_call``: the legacy ``functions`` form, ``delta.function_call``.
 
 Never imports fsm_agent's own translators: these are the provider's bytes, written from its
 published formats, for the library to read.
@@ -45,6 +46,7 @@ __all__ = [
     "chat_error_after_finish",
     "chat_error_after_text",
     "chat_integer_id",
+    "chat_legacy_function_call",
     "chat_thinking_blocks",
     "gemini_streamed_call",
     "responses_items",
@@ -363,6 +365,19 @@ def chat_integer_id(text: str, *, chunk_id: int = 1234567890) -> Scenario:
             )
         )
     )
+    frames.append(_DONE)
+    return _raw(frames)
+
+
+def chat_legacy_function_call(name: str, arguments: str, *, piece: int = 6) -> Scenario:
+    """The legacy ``functions`` form: ``delta.function_call`` with the name, then argument pieces,
+    then ``finish_reason: "function_call"``."""
+    frames = [
+        sse(_chunk({"role": "assistant", "content": None, "function_call": {"name": name, "arguments": ""}}))
+    ]
+    for part in _pieces(arguments, piece):
+        frames.append(sse(_chunk({"function_call": {"arguments": part}})))
+    frames.append(sse(_chunk({}, "function_call")))
     frames.append(_DONE)
     return _raw(frames)
 
