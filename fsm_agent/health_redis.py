@@ -73,7 +73,11 @@ class HealthStoreUnavailable(Exception):
 def encode(health: EndpointHealth) -> str:
     """The stored JSON: only the fields that differ from a healthy endpoint, in a fixed order."""
     return json.dumps(
-        {name: getattr(health, name) for name in _FIELDS if getattr(health, name) != getattr(_HEALTHY, name)},
+        {
+            name: getattr(health, name)
+            for name in _FIELDS
+            if getattr(health, name) != getattr(_HEALTHY, name)
+        },
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -190,7 +194,9 @@ class RedisHealth:
         else:
             settings = _connection_settings(url_or_client)
             self._sync = redis.Redis(**settings, **ours)
-            self._new_async = lambda: redis.asyncio.Redis(**settings, single_connection_client=True, **ours)
+            self._new_async = lambda: redis.asyncio.Redis(
+                **settings, single_connection_client=True, **ours
+            )
             self._where = f"{settings.get('host') or settings.get('unix_socket_path')}"
         self._script = self._sync.register_script(_CAS)
         self._lock = threading.Lock()

@@ -43,7 +43,6 @@ log = logging.getLogger("fsm_agent")
 _CLOSE_LIMIT = 2.0  # how long a close may still run once a cancellation has cut in
 _orphans: set[asyncio.Task[None]] = set()  # closes outliving their request, kept from the GC
 
-
 async def make_client(factory: Callable[[], Any]) -> Any:
     """A client from the caller's factory, without blocking the loop: a coroutine function is
     awaited; a plain one runs in a worker thread (building a client may import an SDK, read
@@ -154,7 +153,6 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         self._use_route(index)
         loaded = await self.load_route(index)
         return self._feed_control(loaded)
-
     async def _wait(self, seconds: float) -> Decided:
         """BO-4: a loop timer, inside a window only an interrupt can cut (no stall timer: the wait
         is not silence of the provider). The caller's cancellation propagates."""

@@ -256,3 +256,4 @@ class GeminiAdapter:
     async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
         response = client.models.generate_content(**_check_params(params))
         return await response if inspect.isawaitable(response) else response
+

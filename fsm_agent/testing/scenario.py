@@ -88,7 +88,6 @@ class ScriptedUsage:
 
 Usage = ScriptedUsage
 
-
 @dataclass(frozen=True)
 class ChatShape:
     """Chat-Completions-only variations seen from OpenAI-compatible hosts.
