@@ -94,7 +94,8 @@ def dropped_tool_warning(names: list[str]) -> str:
     if len(names) > 3:
         shown += f" +{len(names) - 3} more"
     return (
-        f"\n\n⚠ Stream stalled mid tool-call ({shown}); the action was not executed. Ask again to retry it."
+        f"\n\n⚠ Stream stalled mid tool-call ({shown}); the action was not executed. "
+        "Ask again to retry it."
     )
 
 
@@ -306,7 +307,9 @@ class RequestMachine:
 
     def _finished_response(self, event: FinishedResponse, t: float) -> tuple[Output, ...]:
         self.ctx.finished_response = event.response
-        self._set_error(StreamingUnsupportedError("the client answered stream=True with a finished response"))
+        self._set_error(
+            StreamingUnsupportedError("the client answered stream=True with a finished response")
+        )
         return self._fire("finished_response", event, t)
 
     # -- timer and control events -----------------------------------------------------------------
