@@ -9,6 +9,7 @@ arguments stop that call's reader, never the request (the joined text stays the 
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -83,9 +84,28 @@ class ToolSlot:
     # ACC-11: the arguments' reader while they are watched; None once it failed (invalid JSON)
     reader: PartialJson | None = None
     args_taken_at: float = float("-inf")  # when a big call's value was last taken (`take_args`)
+    type: str = "function"
 
-    def to_tool_call(self) -> ToolCall:
-        return ToolCall(id=self.id, name=self.name, arguments=_join(self.fragments), extra=self.extra)
+    def to_tool_call(self, at_limit: bool = False) -> ToolCall:
+        """The call; `at_limit`: the answer stopped at its output limit, so arguments that are not
+        whole JSON were cut by it (`incomplete`)."""
+        arguments = _join(self.fragments)
+        return ToolCall(
+            id=self.id,
+            name=self.name,
+            arguments=arguments,
+            extra=self.extra,
+            type=self.type,
+            incomplete=at_limit and not _is_json(arguments),
+        )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _position(slot: ToolSlot) -> int:
@@ -145,6 +165,7 @@ class Accumulator:
         name: str | None,
         arguments: str | None,
         extra: dict[str, Any] | None,
+        kind: str | None = None,
     ) -> tuple[ToolSlot, bool, bool]:
         """Apply one fragment. Returns (slot, opened a new slot, name became known)."""
         slot = self._by_index.get(index)
@@ -168,6 +189,8 @@ class Accumulator:
                 self._read_args(slot, arguments)
         if extra:
             slot.extra = {**(slot.extra or {}), **extra}
+        if kind:
+            slot.type = kind
         return slot, opened, named
 
     def _read_args(self, slot: ToolSlot, arguments: str) -> None:
@@ -247,7 +270,7 @@ class Accumulator:
             content=content,
             reasoning=_join(self.reasoning_parts) if self.reasoning_parts else None,
             refusal=refusal,
-            tool_calls=[slot.to_tool_call() for slot in self.slots],
+            tool_calls=[slot.to_tool_call(finish_reason == "length") for slot in self.slots],
             finish_reason=finish_reason,
             usage=self.usage,
             model=self.model,

@@ -74,6 +74,10 @@ class ProviderStreamError(FsmAgentError):
         self.raw_text = redact(raw_text) if raw_text is not None else None
         self.body = redact_value(body)
         self.transient = transient
+        # ACC-10: what the same payload carried beside the error (the usage of a chunk that also
+        # holds the error), delivered before the error so it is not lost.
+        self.events_before: tuple[Any, ...] = ()
+        self.unless_at_limit = False
 
 
 class ToolInputError(ProviderStreamError):
@@ -81,6 +85,9 @@ class ToolInputError(ProviderStreamError):
 
     def __init__(self, message: str, *, raw_text: str | None = None) -> None:
         super().__init__(message, code="tool_input_invalid", raw_text=raw_text, transient=True)
+        # Unless the stream's next payload says the answer stopped at its output limit: then the
+        # input was cut by that limit, and the answer is complete (docs/behaviour.md).
+        self.unless_at_limit = True
 
 
 class EmptyStreamError(FsmAgentError):

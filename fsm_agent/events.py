@@ -69,13 +69,16 @@ class RefusalDelta:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallDelta:
-    """A fragment of a tool call; any part may be missing (ACC-3, ACC-8)."""
+    """A fragment of a tool call; any part may be missing (ACC-3, ACC-8). `type` names a call that
+    is not a function call (a Responses `apply_patch_call`, `shell_call`, …): the action the
+    provider waits for the client to perform."""
 
     index: int
     id: str | None = None
     name: str | None = None
     arguments: str | None = None
     extra: dict[str, Any] | None = None
+    type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -221,7 +221,7 @@ class RequestMachine:
     # -- wire events ------------------------------------------------------------------------------
     def _tool_delta(self, event: ToolCallDelta, t: float) -> tuple[Output, ...]:
         slot, opened, named = self.acc.tool_delta(
-            event.index, event.id, event.name, event.arguments, event.extra
+            event.index, event.id, event.name, event.arguments, event.extra, event.type
         )
         out: tuple[Output, ...] = ()
         if opened and self.state in (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL):
@@ -281,7 +281,7 @@ class RequestMachine:
         elif kind is RefusalDelta:
             acc.refusal_parts.append(inner.text)
         elif kind is ToolCallDelta:
-            acc.tool_delta(inner.index, inner.id, inner.name, inner.arguments, inner.extra)
+            acc.tool_delta(inner.index, inner.id, inner.name, inner.arguments, inner.extra, inner.type)
         elif kind is FinishReason:
             acc.finish_reason = inner.reason
         return ()
@@ -535,6 +535,9 @@ class RequestMachine:
             model=self.acc.model,
             id=self.acc.response_id,
             reasoning=self.acc.reasoning_parts.join() or None,
+            usage=self.acc.usage,  # ACC-10: what the provider counted before its error, kept
+            provider_data=dict(self.acc.provider_data),
+            error=error_summary(self.ctx.error),
         )
         out: list[Output] = []
         if names:
@@ -582,6 +585,8 @@ class RequestMachine:
 
     def _enter_done(self, source: State) -> tuple[Output, ...]:
         result = self.result if self.result is not None else self.acc.build()
+        if source is S.FINISHING and self._trigger == "error":  # an error after the finish reason
+            result.error = error_summary(self.ctx.error)
         result.attempts = self.ctx.attempt
         result.streamed = source is not S.FALLBACK
         if self._raw is not None:
@@ -624,3 +629,19 @@ class RequestMachine:
 for _name in GUARDS:
     setattr(RequestMachine, _name, guard_method(_name))
 del _name
+
+
+def error_summary(error: BaseException | None) -> dict[str, Any] | None:
+    """ACC-10: the words of the error that ended a stream whose answer is kept anyway (a stub, or
+    an error after the finish reason): its type, the provider's code and message, and its body."""
+    if error is None:
+        return None
+    summary: dict[str, Any] = {
+        "type": type(error).__name__,
+        "code": getattr(error, "code", None),
+        "message": str(error),
+    }
+    body = getattr(error, "body", None)
+    if body is not None:
+        summary["body"] = body
+    return summary

@@ -75,18 +75,28 @@ class ToolCall:
         arguments: The arguments exactly as the model sent them: a JSON text, byte-exact.
         extra: Provider extras kept with the call (e.g. Gemini's `extra_content` or
             `thoughtSignature`), to send back with the next request; None when there are none.
+        type: "function" for a function call; otherwise the provider's own name of the action it
+            waits for the client to perform (a Responses `apply_patch_call`, `shell_call`,
+            `computer_call`, `custom_tool_call`, `mcp_approval_request`, …), whose input is in
+            `arguments` as JSON text (docs/behaviour.md, "Shapes of real streams").
+        incomplete: True when the answer ended inside the call's arguments because it reached its
+            output limit (`finish_reason == "length"`): `arguments` is what was sent, not whole JSON.
     """
 
     id: str
     name: str
     arguments: str
     extra: dict[str, Any] | None = None
+    type: str = "function"
+    incomplete: bool = False
 
     def __repr__(self) -> str:
         return fields_repr(
             "ToolCall",
             [("id", repr(self.id)), ("name", repr(self.name)), ("arguments", brief_text(self.arguments))]
-            + ([("extra", f"<{len(self.extra)} keys>")] if self.extra else []),
+            + ([("extra", f"<{len(self.extra)} keys>")] if self.extra else [])
+            + ([("type", repr(self.type))] if self.type != "function" else [])
+            + ([("incomplete", "True")] if self.incomplete else []),
         )
 
 
@@ -151,6 +161,9 @@ class StreamResult:
         attempts: How many attempts the request took (1 when the first one answered).
         streamed: False when a non-streaming fallback served the answer (RES-9).
         provider_data: Provider-specific extras (e.g. a refusal beside content, ACC-6).
+        error: The error that ended the stream when the result is kept anyway (a stub, or an
+            error after the finish reason): `type`, `code` and `message`, and the provider's
+            `body` when it sent one (ACC-10); None when the stream ended cleanly.
         raw: The provider-native final object where the SDK builds one (a Response, a Message),
             built the first time it is read.
         records: This request's transition records (FSM-5), in order.
@@ -173,6 +186,7 @@ class StreamResult:
     records: list[TransitionRecord] = field(default_factory=list)
     extra_choices: list[Choice] = field(default_factory=list)
     route: str | None = None  # RT-1: the name of the route that answered
+    error: dict[str, Any] | None = None  # ACC-10: what ended a stream whose answer was kept
 
     def __repr__(self) -> str:
         usage = self.usage
@@ -189,6 +203,7 @@ class StreamResult:
                 ("finish_reason", repr(self.finish_reason)),
                 ("tokens_in_out", tokens),
                 ("stub", "True" if self.stub else None),
+                ("error", repr(self.error.get("code")) if self.error else None),
                 ("dropped_tools", str(len(self.dropped_tool_names)) if self.dropped_tool_names else None),
                 ("streamed", "False" if not self.streamed else None),
                 ("attempts", str(self.attempts)),

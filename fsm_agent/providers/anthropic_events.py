@@ -24,9 +24,10 @@ from ..events import (
     UsageReport,
     text_delta,
 )
+from ..partial_json import PartialJson, PartialJsonError
 from ..redact import redact, truncate
 from ..result import Deferred, Usage
-from ..wire.shapes import DICT, INT, LIST, STR, Shape, parse_json
+from ..wire.shapes import DICT, INT, STR, Shape, parse_json
 from ..wire.sse import SSEFrame
 from .base import as_plain, malformed
 
@@ -49,6 +50,7 @@ FINISH_REASONS = {
     "refusal": "content_filter",
 }
 _TRACKS_INPUT = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+_LENGTH = frozenset({"max_tokens", "model_context_window_exceeded"})  # the output limit was reached
 
 
 _WHAT = "Anthropic stream event"
@@ -64,7 +66,20 @@ _USAGE = Shape(
         "cache_creation_input_tokens": INT,
     },
 )
-_BLOCK_FIELDS = {"type": STR, "id": (str, int), "name": STR, "text": STR, "thinking": STR, "input": DICT}
+# A content block's fields, by its type: only those the translator reads (SEC-4). A block of a
+# type it does not know (server tool results, citations, a `caller` on a tool_use, …) passes to
+# the final Message as it came, never checked and never an error.
+_TOOL_BLOCK = Shape("tool_use block", {"id": (str, int), "name": STR, "input": DICT})
+_BLOCK = Shape(
+    "content block",
+    {"type": STR},
+    by="type",
+    cases={
+        "text": Shape("text block", {"text": STR}),
+        "thinking": Shape("thinking block", {"thinking": STR}),
+        **{kind: _TOOL_BLOCK for kind in ("tool_use", "server_tool_use", "mcp_tool_use")},
+    },
+)
 _DELTA = Shape(
     "delta",
     {"type": STR},
@@ -86,12 +101,24 @@ EVENT = Shape(
         ),
         "message_start": Shape(
             "message_start",
-            {"message": Shape("message", {"id": STR, "model": STR, "usage": _USAGE, "content": LIST})},
+            {
+                "message": Shape(
+                    "message",
+                    {
+                        "id": (str, int),  # only reported: a number is read as its text
+                        "model": STR,
+                        "usage": _USAGE,
+                        "content": [_BLOCK],
+                        "stop_reason": STR,
+                        "stop_sequence": STR,
+                    },
+                )
+            },
             required=("message",),
         ),
         "content_block_start": Shape(
             "content_block_start",
-            {"index": INT, "content_block": Shape("content block", _BLOCK_FIELDS)},
+            {"index": INT, "content_block": _BLOCK},
             required=("index", "content_block"),
         ),
         "content_block_stop": Shape("content_block_stop", {"index": INT}),
@@ -104,9 +131,9 @@ EVENT = Shape(
 MESSAGE = Shape(
     "message",
     {
-        "id": STR,
+        "id": (str, int),
         "model": STR,
-        "content": [Shape("content block", _BLOCK_FIELDS)],
+        "content": [_BLOCK],
         "stop_reason": STR,
         "stop_sequence": STR,
         "usage": _USAGE,
@@ -166,7 +193,7 @@ class _Block:
     def parse_input(self) -> Any:
         """The tool input, parsed once from the joined fragments (PRV-A4: must be a JSON object)."""
         text = "".join(self.parts)
-        if not text:
+        if not text:  # nothing streamed, or one empty fragment: the start object's input is whole
             return self.start.get("input") or {}
         try:
             value = json.loads(text)
@@ -180,6 +207,17 @@ class _Block:
         raise ToolInputError(
             f"the streamed input of tool {name!r} {problem}", raw_text=truncate(redact(text))
         )
+
+    def partial_input(self) -> Any:
+        """The input as far as it came, for an answer cut at its output limit: the object read
+        from the fragments as a prefix of JSON (as the SDK reads it), or {} when not even that."""
+        reader = PartialJson()
+        try:
+            reader.feed("".join(self.parts))
+        except PartialJsonError:
+            return {}
+        value = reader.value()
+        return value if isinstance(value, dict) else {}
 
     def content(self) -> dict[str, Any]:
         """The block as it stands in the final Message."""
@@ -200,7 +238,7 @@ class _Block:
 class AnthropicTranslator:
     """One attempt's events → normalized events. `done` is set by `message_stop`."""
 
-    __slots__ = ("_blocks", "_message", "_next_tool", "_usage", "done")
+    __slots__ = ("_blocks", "_finished", "_message", "_next_tool", "_usage", "done")
 
     def __init__(self) -> None:
         self.done = False
@@ -208,6 +246,7 @@ class AnthropicTranslator:
         self._next_tool = 0
         self._message: dict[str, Any] = {}
         self._usage: dict[str, Any] = {}
+        self._finished = False  # a message_delta (or a whole message_start) gave the stop reason
 
     def frame(self, frame: SSEFrame) -> list[Any]:
         data = frame.data
@@ -271,10 +310,19 @@ class AnthropicTranslator:
         usage = message.get("usage")
         if isinstance(usage, dict):
             self._usage = dict(usage)
-        return [ResponseMeta(id=message.get("id"), model=message.get("model"))]
+        events: list[Any] = [ResponseMeta(id=_id_text(message.get("id")), model=message.get("model"))]
+        # A message that starts whole (programmatic tool calling: its tool_use blocks, with their
+        # `caller`, and its stop reason already in message_start, then only message_stop): its
+        # blocks are the answer's, read as if each had started and stopped (docs/behaviour.md).
+        for index, start in enumerate(message.get("content") or ()):
+            events.extend(self._open_block(index, start))
+            events.extend(self._close(self._blocks[index]))
+        return events
 
     def _block_start(self, event: dict[str, Any]) -> list[Any]:
-        index, start = event["index"], event["content_block"]
+        return self._open_block(event["index"], event["content_block"])
+
+    def _open_block(self, index: int, start: dict[str, Any]) -> list[Any]:
         block = _Block(start)
         self._blocks[index] = block
         kind = block.type
@@ -340,33 +388,42 @@ class AnthropicTranslator:
         block = self._blocks.get(index) if isinstance(index, int) else None
         return self._close(block) if block is not None else []
 
-    def _close(self, block: _Block) -> list[Any]:
-        """Validate a tool's input once; raise before ToolCallEnd, so it is still in flight."""
+    def _close(self, block: _Block, at_limit: bool = False) -> list[Any]:
+        """Validate a tool's input once; raise before ToolCallEnd, so it is still in flight.
+        `at_limit`: the answer stopped at its output limit, so input that is not whole JSON is
+        kept as sent, and the call marked incomplete, instead of being an error."""
         if block.closed:
             return []
-        if block.type in _TRACKS_INPUT:
-            streamed = bool(block.parts)
-            block.input = block.parse_input()
-            block.closed = True
-            block.parts = []  # the accumulator keeps the arguments, the Message the parsed input
-            if block.tool_index < 0:
-                return []
-            events: list[Any] = []
-            if not streamed:  # nothing streamed: the start object's input is the whole input
-                arguments = json.dumps(block.input, ensure_ascii=False)
-                events.append(ToolCallDelta(block.tool_index, arguments=arguments))
-            events.append(ToolCallEnd(block.tool_index))
-            return events
         block.closed = True
-        return []
+        if block.type not in _TRACKS_INPUT:
+            return []
+        streamed = any(block.parts)  # one empty fragment streams nothing: `{}` is the input
+        try:
+            block.input = block.parse_input()
+        except ToolInputError:
+            if not at_limit:
+                block.closed = False  # still in flight for the guards (PRV-A4)
+                raise
+            block.input = block.partial_input()  # the call is kept; the result says incomplete
+        block.parts = []  # the accumulator keeps the arguments, the Message the parsed input
+        if block.tool_index < 0:
+            return []
+        events: list[Any] = []
+        if not streamed:  # nothing streamed: the start object's input is the whole input
+            arguments = json.dumps(block.input, ensure_ascii=False)
+            events.append(ToolCallDelta(block.tool_index, arguments=arguments))
+        events.append(ToolCallEnd(block.tool_index))
+        return events
 
     def _message_delta(self, event: dict[str, Any]) -> list[Any]:
         events: list[Any] = []
-        for block in self._blocks.values():  # a tool block that never stopped ends here
-            if not block.closed:
-                events.extend(self._close(block))
         delta = event.get("delta")
         delta = delta if isinstance(delta, dict) else {}
+        at_limit = delta.get("stop_reason") in _LENGTH
+        for block in self._blocks.values():  # a tool block that never stopped ends here
+            if not block.closed:
+                events.extend(self._close(block, at_limit))
+        self._finished = True
         usage = event.get("usage")
         if isinstance(usage, dict):  # cumulative counts: later values replace earlier ones
             self._usage.update({key: value for key, value in usage.items() if value is not None})
@@ -384,6 +441,11 @@ class AnthropicTranslator:
 
     def _message_stop(self, event: dict[str, Any]) -> list[Any]:
         self.done = True
+        stop = self._message.get("stop_reason")
+        if not self._finished and isinstance(stop, str):
+            # A message that started whole, stop reason included, and had no message_delta.
+            sequence = self._message.get("stop_sequence")
+            return self._message_delta({"delta": {"stop_reason": stop, "stop_sequence": sequence}})
         return []
 
     def _error(self, event: dict[str, Any]) -> list[Any]:
@@ -422,7 +484,7 @@ def message_events(message: Any) -> list[Any]:
     """A finished Message (SDK object or dict) as events: the fallback (RES-9) and WIRE-5."""
     body = as_plain(message)
     MESSAGE.check(body, "Anthropic message")
-    events: list[Any] = [ResponseMeta(id=body.get("id"), model=body.get("model"))]
+    events: list[Any] = [ResponseMeta(id=_id_text(body.get("id")), model=body.get("model"))]
     tool_index = 0
     content = body.get("content") or []
     for block in content if isinstance(content, list) else []:
@@ -453,6 +515,11 @@ def message_events(message: Any) -> list[Any]:
     if isinstance(content, list) and all(isinstance(block, dict) for block in content):
         events.append(ResponseMeta(provider_data=_provider_data({**body, "content": content})))
     return events
+
+
+def _id_text(value: object) -> Any:
+    """A message id as text: a number (which the SDK accepts) is read as its digits (SEC-4)."""
+    return str(value) if type(value) is int else value
 
 
 def is_finished_message(obj: Any) -> bool:

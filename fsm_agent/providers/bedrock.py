@@ -72,7 +72,6 @@ _USAGE = Shape(
         "outputTokens": INT,
         "totalTokens": INT,
         "cacheReadInputTokens": INT,
-        "cacheWriteInputTokens": INT,
     },
 )
 _TOOL_START = Shape("toolUse", {"toolUseId": (str, int), "name": STR})
@@ -87,7 +86,7 @@ _DELTA = Shape(
 EVENT = Shape(
     "event",
     {
-        "messageStart": Shape("messageStart", {"role": STR}),
+        "messageStart": Shape("messageStart"),  # its role is not read (SEC-4: only what is read)
         "contentBlockStart": Shape(
             "contentBlockStart", {"contentBlockIndex": INT, "start": Shape("start", {"toolUse": _TOOL_START})}
         ),

@@ -41,6 +41,7 @@ from ..result import Usage
 from ..wire.pipeline import parse_json_payload
 from ..wire.sse import SSEFrame
 from .base import as_plain, malformed
+from .gemini_args import ArgsWriter, parse_path, scalar_of
 
 __all__ = ["FINISH_REASONS", "GeminiTranslator", "gemini_error", "plain_chunk", "response_events"]
 
@@ -118,14 +119,21 @@ class GeminiTranslator:
     Each `functionCall` part is a tool call of its own, whole (name and arguments at once), given
     the next tool index; several in one chunk are several calls. A call without an `id` (the Gemini
     API usually sends none) gets a generated `call_…` id, so results can be matched to calls.
+
+    A call whose arguments stream (Vertex's `streamFunctionCallArguments`) opens with its name and
+    `willContinue: true`; the parts after it hold `partialArgs` and no name, and the one without
+    `willContinue` (often an empty `functionCall {}`) closes it. Its arguments are written as JSON
+    text as they come (`ArgsWriter`), so `on_tool_args` sees them grow (ACC-11).
     """
 
-    __slots__ = ("_identity", "_tools", "done")
+    __slots__ = ("_args", "_identity", "_streaming", "_tools", "done")
 
     def __init__(self) -> None:
         self.done = False  # the wire has no end marker: the stream ends at EOF
         self._tools = 0
         self._identity: tuple[Any, Any] | None = None
+        self._streaming = -1  # the index of the call whose arguments are still streaming
+        self._args = ArgsWriter()
 
     def frame(self, frame: SSEFrame) -> list[Any]:
         data = frame.data
@@ -176,6 +184,7 @@ class GeminiTranslator:
         if reason is not None:
             if not isinstance(reason, str):
                 raise _malformed("finishReason must be a string", reason)
+            events.extend(self._end_streaming())
             events.append(ResponseMeta(provider_data={"gemini_finish_reason": reason}))
             events.append(FinishReason(_finish_for(reason, self._tools > 0)))
 
@@ -198,8 +207,16 @@ class GeminiTranslator:
         if not isinstance(call, dict):
             raise _malformed("functionCall must be an object", call)
         name = call.get("name")
+        if name is None and "args" not in call:  # a part of a streaming call (or an empty one)
+            return self._call_part(call)
         if not isinstance(name, str):
             raise _malformed("functionCall.name must be a string", name)
+        events = self._end_streaming()
+        if call.get("willContinue") is True or call.get("partialArgs"):
+            return events + self._open_streaming(call, name, signature)
+        return events + self._whole_call(call, name, signature)
+
+    def _whole_call(self, call: dict[str, Any], name: str, signature: object) -> list[Any]:
         args = call.get("args")
         if args is None:
             args = {}
@@ -220,6 +237,61 @@ class GeminiTranslator:
             ),
             ToolCallEnd(index),
         ]
+
+    def _open_streaming(self, call: dict[str, Any], name: str, signature: object) -> list[Any]:
+        index = self._tools
+        self._tools += 1
+        self._streaming = index
+        self._args = ArgsWriter()
+        call_id = call.get("id")
+        thought_signature = _signature(signature)
+        events: list[Any] = [
+            ToolCallDelta(
+                index=index,
+                id=str(call_id) if call_id else f"call_{uuid.uuid4().hex[:24]}",
+                name=name,
+                extra={"thoughtSignature": thought_signature} if thought_signature else None,
+            )
+        ]
+        return events + self._call_part({key: value for key, value in call.items() if key != "name"})
+
+    def _call_part(self, call: dict[str, Any]) -> list[Any]:
+        """A name-less part: the next partial arguments of the streaming call, and its end when
+        the part says no more follow."""
+        partials = call.get("partialArgs")
+        if partials is not None and not isinstance(partials, list):
+            raise _malformed("functionCall.partialArgs must be a list", partials)
+        if self._streaming < 0:
+            if not partials:
+                return []  # an empty part with no call open: nothing to do
+            self._streaming, self._tools = self._tools, self._tools + 1  # a call never named
+            self._args = ArgsWriter()
+        pieces: list[str] = []
+        for piece in partials or ():
+            if not isinstance(piece, dict):
+                raise _malformed("a partial argument must be an object", piece)
+            path = piece.get("jsonPath")
+            segments = parse_path(path) if isinstance(path, str) else None
+            has_value, value = scalar_of(piece)
+            if segments is None or not has_value:
+                continue  # a path this does not read, or no value: nothing to write
+            if isinstance(value, (dict, list)):
+                raise _malformed("a partial argument's value must be a scalar", value)
+            pieces.append(self._args.write(segments, value, piece.get("willContinue") is True))
+        events: list[Any] = []
+        text = "".join(pieces)
+        if text:
+            events.append(ToolCallDelta(index=self._streaming, arguments=text))
+        if call.get("willContinue") is not True:
+            events.extend(self._end_streaming())
+        return events
+
+    def _end_streaming(self) -> list[Any]:
+        index = self._streaming
+        if index < 0:
+            return []
+        self._streaming = -1
+        return [ToolCallDelta(index=index, arguments=self._args.close()), ToolCallEnd(index)]
 
 
 def _blocked_prompt(feedback: object, events: list[Any]) -> None:

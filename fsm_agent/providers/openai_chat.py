@@ -79,12 +79,16 @@ _MESSAGE_FIELDS = {
     "reasoning": (str, list, dict),
     "refusal": STR,
     "tool_calls": [_TOOL_CALL],
+    # The legacy `functions` form (one call, no id), which the SDK still accumulates: tool call 0.
+    "function_call": Shape("function_call", {"name": STR, "arguments": STR}),
 }
 _DELTA = Shape("delta", _MESSAGE_FIELDS)
+# `id` is only reported (ResponseMeta): an integer, which some hosts send and the SDK reads, is
+# taken as its text; whatever else a chunk holds and the translator never reads is never checked.
 CHUNK = Shape(
     "chunk",
     {
-        "id": STR,
+        "id": (str, int),
         "model": STR,
         "choices": [Shape("choice", {"index": INT, "delta": _DELTA, "finish_reason": STR})],
         "usage": _USAGE,
@@ -93,7 +97,7 @@ CHUNK = Shape(
 COMPLETION = Shape(
     "completion",
     {
-        "id": STR,
+        "id": (str, int),
         "model": STR,
         "choices": [Shape("choice", {"index": INT, "message": _DELTA, "finish_reason": STR})],
         "usage": _USAGE,
@@ -114,6 +118,36 @@ def _flatten(content: object, where: str) -> str:
                 parts.append(block["text"])
         return "".join(parts)
     raise _malformed(f"{where} must be a string or a list of content blocks", content)
+
+
+def _content_events(content: object, events: list[Any]) -> None:
+    """`delta.content`: text, or a list of blocks (ACC-2) where a `thinking` block (Mistral's
+    reasoning models: `{"type": "thinking", "thinking": [{"type": "text", "text": …}]}`) is
+    reasoning (ACC-5) and any other block with a `text` is text; other blocks carry neither."""
+    if not isinstance(content, list):
+        text = _flatten(content, "content")
+        if text:
+            events.append(TextDelta(text))
+        return
+    text_parts: list[str] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "thinking":
+            if text_parts:
+                events.append(TextDelta("".join(text_parts)))
+                text_parts = []
+            thinking = block.get("thinking")
+            if isinstance(thinking, str):
+                reasoning = thinking
+            else:
+                reasoning = _flatten(thinking, "thinking") if isinstance(thinking, list) else ""
+            if reasoning:
+                events.append(ReasoningDelta(reasoning))
+        elif isinstance(block, str):
+            text_parts.append(block)
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            text_parts.append(block["text"])
+    if text_parts and "".join(text_parts):
+        events.append(TextDelta("".join(text_parts)))
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
@@ -201,6 +235,7 @@ class ChatTranslator:
                 or get_delta("reasoning") is not None
                 or get_delta("refusal") is not None
                 or get_delta("tool_calls") is not None
+                or get_delta("function_call") is not None
             ):
                 return None
             if content:
@@ -231,10 +266,10 @@ class ChatTranslator:
     def payload_checked(self, chunk: Any) -> list[Any]:
         """Any chunk: the full shape check (SEC-4), then the general translation."""
         if type(chunk) is dict and chunk.get("error"):
-            raise _error_event(chunk["error"])
+            raise self._error_chunk(chunk)
         CHUNK.check(chunk, _WHAT)
         events: list[Any] = []
-        identity = (chunk.get("id"), chunk.get("model"))
+        identity = (_id_text(chunk.get("id")), chunk.get("model"))
         if identity != self._identity and identity != (None, None):
             self._identity = identity
             events.append(ResponseMeta(id=identity[0], model=identity[1]))
@@ -257,6 +292,24 @@ class ChatTranslator:
         if usage:
             events.append(UsageReport(_usage(usage)))
         return events
+
+    @staticmethod
+    def _error_chunk(chunk: dict[str, Any]) -> ProviderStreamError:
+        """ACC-10: a chunk holding an error; the usage it carries beside it is delivered first."""
+        error = _error_event(chunk["error"])
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            try:
+                _USAGE.check(usage, _WHAT)
+            except ProviderStreamError:
+                return error  # usage of the wrong shape is not kept; the error is what matters
+            error.events_before = (UsageReport(_usage(usage)),)
+        return error
+
+
+def _id_text(value: object) -> Any:
+    """A response id as text: an integer id (some hosts send one) is taken as its digits."""
+    return str(value) if type(value) is int else value
 
 
 def _hot_tool_fragment(calls: object) -> ToolCallDelta | None:
@@ -302,9 +355,7 @@ def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
             break
     content = delta.get("content")
     if content is not None:
-        text = _flatten(content, "content")
-        if text:
-            events.append(TextDelta(text))
+        _content_events(content, events)
     refusal = delta.get("refusal")
     if refusal:
         events.append(RefusalDelta(refusal))
@@ -312,6 +363,10 @@ def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
     if calls:
         for call in calls:
             events.append(_tool_delta(call))
+    legacy = delta.get("function_call")
+    if legacy:
+        name = legacy.get("name")
+        events.append(ToolCallDelta(index=0, name=name or None, arguments=legacy.get("arguments") or None))
 
 
 def _tool_delta(call: dict[str, Any]) -> ToolCallDelta:
@@ -339,7 +394,7 @@ def completion_events(completion: Any) -> list[Any]:
     choices other than the first are kept apart (n>1)."""
     body = as_plain(completion)
     COMPLETION.check(body, "chat completion")
-    events: list[Any] = [ResponseMeta(id=body.get("id"), model=body.get("model"))]
+    events: list[Any] = [ResponseMeta(id=_id_text(body.get("id")), model=body.get("model"))]
     for choice in body.get("choices") or ():
         index = choice.get("index") or 0
         if index:

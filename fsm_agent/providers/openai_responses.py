@@ -61,23 +61,53 @@ _USAGE = Shape(
         "input_tokens_details": Shape("details", {"cached_tokens": INT}),
     },
 )
-_PARTS = [Shape("content part", {"type": STR, "text": STR, "refusal": STR})]
+# Only what is read, by type (SEC-4): an item or part of a type the translator does not read
+# (`tool_search_call` with its object `arguments`, `web_search_call`, …) is never checked, and
+# passes to the final Response (`raw`) as it came.
+_TEXT_PART = Shape("text part", {"text": STR})
+_PARTS = [
+    Shape(
+        "content part",
+        {"type": STR},
+        by="type",
+        cases={
+            "output_text": _TEXT_PART,
+            "refusal": Shape("refusal part", {"refusal": STR}),
+            "summary_text": _TEXT_PART,
+            "reasoning_text": _TEXT_PART,
+        },
+    )
+]
 _ITEM = Shape(
     "output item",
-    {
-        "type": STR,
-        "id": STR,
-        "call_id": (str, int),
-        "name": STR,
-        "arguments": STR,
-        "content": _PARTS,
-        "summary": _PARTS,
+    {"type": STR},
+    by="type",
+    cases={
+        "function_call": Shape(
+            "function_call", {"id": STR, "call_id": (str, int), "name": STR, "arguments": STR}
+        ),
+        "message": Shape("message", {"content": _PARTS}),
+        "reasoning": Shape("reasoning", {"content": _PARTS, "summary": _PARTS}),
     },
 )
+
+# Output items the provider waits for the client to act on, besides function calls: each is a
+# tool call of its own `type` (docs/behaviour.md, "Shapes of real streams"), named by the item's
+# `name` or else by this table, its input the JSON text of the item's other fields.
+_ACTIONS = {
+    "apply_patch_call": "apply_patch",
+    "local_shell_call": "local_shell",
+    "shell_call": "shell",
+    "computer_call": "computer",
+    "custom_tool_call": "custom_tool",
+    "mcp_approval_request": "mcp_approval",
+    "tool_search_call": "tool_search",  # when its `execution` is the client's
+}
+_BOOKKEEPING = frozenset({"type", "id", "call_id", "status", "created_by", "name"})
 RESPONSE = Shape(
     "response",
     {
-        "id": STR,
+        "id": (str, int),  # only reported: a number is read as its text
         "model": STR,
         "status": STR,
         "usage": _USAGE,
@@ -156,6 +186,25 @@ def final_response(body: Any) -> Any:
         return body
 
 
+def action_call(item: dict[str, Any]) -> ToolCallDelta | None:
+    """An output item the client must act on as a tool call of its own type (at index -1: the
+    caller gives it its index), or None for any other item."""
+    kind = item.get("type")
+    default_name = _ACTIONS.get(kind) if isinstance(kind, str) else None
+    if default_name is None or (kind == "tool_search_call" and item.get("execution") != "client"):
+        return None
+    name = item.get("name")
+    call_id = item.get("call_id") or item.get("id")
+    action = {key: value for key, value in item.items() if key not in _BOOKKEEPING}
+    return ToolCallDelta(
+        index=-1,
+        id=str(call_id) if call_id is not None else None,
+        name=name if isinstance(name, str) and name else default_name,
+        arguments=json.dumps(action, ensure_ascii=False),
+        type=str(kind),
+    )
+
+
 def _finish_for(status: object, incomplete: object, has_tools: bool) -> str:
     if status == "incomplete":
         reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
@@ -170,7 +219,7 @@ class ResponsesTranslator:
     once, on whichever of `function_call_arguments.done` / `output_item.done` comes first.
     """
 
-    __slots__ = ("_argued", "_ended", "_index_by_item", "_index_by_output", "_tools", "done")
+    __slots__ = ("_acted", "_argued", "_ended", "_index_by_item", "_index_by_output", "_tools", "done")
 
     def __init__(self) -> None:
         self.done = False
@@ -179,6 +228,7 @@ class ResponsesTranslator:
         self._index_by_item: dict[str, int] = {}
         self._argued: set[int] = set()  # tool indexes that received argument fragments
         self._ended: set[int] = set()
+        self._acted: set[str] = set()  # the ids of the action items already given as tool calls
 
     def frame(self, frame: SSEFrame) -> list[Any]:
         data = frame.data
@@ -219,7 +269,7 @@ class ResponsesTranslator:
             item = event.get("item")
             if isinstance(item, dict) and item.get("type") == "function_call":
                 return self._tool_done(self._index_of(event), item.get("arguments"))
-            return []
+            return self._action(item, event.get("output_index")) if isinstance(item, dict) else []
         if kind in _META:
             return _meta(event.get("response"))
         if kind in ("response.completed", "response.incomplete"):
@@ -292,14 +342,37 @@ class ResponsesTranslator:
         events.append(ToolCallEnd(index))
         return events
 
+    def _action(self, item: dict[str, Any], output_index: object) -> list[Any]:
+        """An item the client must act on, once whole (its `output_item.done`, or the finished
+        response's output when that event never came): a tool call of its own type, ended."""
+        call = action_call(item)
+        if call is None:
+            return []
+        key = call.id if call.id is not None else f"output {output_index}"
+        if key in self._acted:
+            return []
+        self._acted.add(key)
+        index = self._new_index(output_index, None)
+        self._ended.add(index)
+        return [
+            ToolCallDelta(index, id=call.id, name=call.name, arguments=call.arguments, type=call.type),
+            ToolCallEnd(index),
+        ]
+
     # -- the end ------------------------------------------------------------------------------------
     def _finished(self, response: object) -> list[Any]:
         if not isinstance(response, dict):
             raise _malformed("a finished event needs its response object", response)
+        actions: list[Any] = []
+        output = response.get("output")
+        for position, item in enumerate(output if isinstance(output, list) else ()):
+            if isinstance(item, dict) and item.get("type") in _ACTIONS:
+                actions.extend(self._action(item, position))
         reason = _finish_for(response.get("status"), response.get("incomplete_details"), self._tools > 0)
         events: list[Any] = [
+            *actions,
             ResponseMeta(
-                id=_str(response.get("id")),
+                id=_id_text(response.get("id")),
                 model=_str(response.get("model")),
                 raw=Deferred(final_response, response),
             ),
@@ -315,6 +388,11 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _id_text(value: object) -> str | None:
+    """A response id as text: a number (which the SDK accepts) is read as its digits (SEC-4)."""
+    return str(value) if type(value) is int else _str(value)
+
+
 def _text_event(
     cls: type[TextDelta] | type[ReasoningDelta] | type[RefusalDelta], event: dict[str, Any]
 ) -> list[Any]:
@@ -325,7 +403,7 @@ def _text_event(
 def _meta(response: object) -> list[Any]:
     if not isinstance(response, dict):
         return []
-    return [ResponseMeta(id=_str(response.get("id")), model=_str(response.get("model")))]
+    return [ResponseMeta(id=_id_text(response.get("id")), model=_str(response.get("model")))]
 
 
 def response_events(response: Any) -> list[Any]:
@@ -358,6 +436,15 @@ def response_events(response: Any) -> list[Any]:
             )
             events.append(ToolCallEnd(index))
             has_tools = True
+        else:
+            call = action_call(item)
+            if call is not None:
+                index = sum(1 for e in events if isinstance(e, ToolCallEnd))
+                events.append(
+                    ToolCallDelta(index, id=call.id, name=call.name, arguments=call.arguments, type=call.type)
+                )
+                events.append(ToolCallEnd(index))
+                has_tools = True
     events.append(FinishReason(_finish_for(body.get("status"), body.get("incomplete_details"), has_tools)))
     usage = _usage(body.get("usage"))
     if usage is not None:

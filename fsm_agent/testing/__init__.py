@@ -18,6 +18,7 @@ declarative :class:`Scenario` objects with faults::
 
 from __future__ import annotations
 
+from fsm_agent.testing import real_streams
 from fsm_agent.testing.faults import (
     BedrockAccessDenied,
     CorruptCrc,
@@ -99,6 +100,7 @@ __all__ = [
     "Text",
     "get_demo",
     "get_scenarios",
+    "real_streams",
     "scenario_names",
     "serve_forever",
 ]

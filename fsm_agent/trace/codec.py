@@ -133,6 +133,8 @@ def encode_event(event: object) -> dict[str, Any]:
             out["arguments"] = event.arguments
         if event.extra is not None:
             out["extra"] = _plain(event.extra)
+        if event.type is not None:
+            out["type"] = event.type
         return out
     encoder = _ENCODERS.get(cls)
     if encoder is None:
@@ -244,6 +246,7 @@ def _tool_delta(fields: dict[str, Any]) -> ToolCallDelta:
         _str(fields, "name", True),
         _str(fields, "arguments", True),
         _dict(fields, "extra", True),
+        _str(fields, "type", True),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from ..errors import FsmAgentError, ProviderStreamError, StreamLimitError
-from ..events import AttemptFailed, FinishedResponse, StreamEnd
+from ..events import AttemptFailed, FinishedResponse, FinishReason, StreamEnd
 from ..redact import redact, truncate
 from .shapes import PAYLOAD_ERRORS, as_malformed, parse_json
 from .sse import SSEDecodeError, SSEDecoder, SSEFrame
@@ -58,6 +58,7 @@ class WirePipeline:
         "_decoder",
         "_max_bytes",
         "_on_activity",
+        "_pending",
         "_translator",
         "active",
         "bytes_read",
@@ -80,6 +81,9 @@ class WirePipeline:
         self.frames = 0
         self.keepalives = 0
         self.active = False  # whether the last feed() carried a provider event (watchdog activity)
+        # An error that stands unless the next payload says the answer reached its output limit
+        # (`unless_at_limit`: a tool input cut by max_tokens, then the stop reason that says so).
+        self._pending: ProviderStreamError | None = None
 
     @property
     def done(self) -> bool:
@@ -104,6 +108,11 @@ class WirePipeline:
         except SSEDecodeError as exc:
             raise _decode_error(exc) from None
         events = self._translate(frames) if not self.done else []
+        pending = self._pending
+        if pending is not None:  # the stream ended before saying why: the error stands
+            self._pending = None
+            events.append(AttemptFailed(_without_frames(pending)))
+            return events
         events.append(StreamEnd(frames=self.frames, keepalives=self.keepalives, complete=self.done))
         return events
 
@@ -130,19 +139,40 @@ class WirePipeline:
             self.active = True
             try:
                 produced = translator.frame(frame)
+                if self._pending is not None:
+                    if not _reaches_limit(produced):  # the pending error stands, in their place
+                        events.append(AttemptFailed(_without_frames(self._pending)))
+                        self._pending = None
+                        break
+                    self._pending = None  # the answer reached its output limit: settled
                 if events:
                     events.extend(produced)
                 else:
                     events = produced  # the common read, one frame: its list as it is
             except FsmAgentError as exc:
                 # What came before the bad frame in the same read is delivered first (a stub keeps
-                # it); the failure follows as the attempt's last event.
-                events.append(AttemptFailed(_without_frames(exc)))
+                # it), then what the bad payload itself carried beside its error (ACC-10); the
+                # failure follows as the attempt's last event.
+                if isinstance(exc, ProviderStreamError):
+                    if exc.unless_at_limit and self._pending is None:
+                        self._pending = exc  # decided by the next payload
+                        continue
+                    events.extend(exc.events_before)
+                failed = self._pending or exc  # a pending error was first: it stands
+                self._pending = None
+                events.append(AttemptFailed(_without_frames(failed)))
                 break
             except PAYLOAD_ERRORS as exc:  # the last net (SEC-4): a shape no rule foresaw
-                events.append(AttemptFailed(as_malformed(exc, frame.data, "stream frame")))
+                failed = self._pending or as_malformed(exc, frame.data, "stream frame")
+                self._pending = None
+                events.append(AttemptFailed(failed))
                 break
         return events
+
+
+def _reaches_limit(events: list[Any]) -> bool:
+    """The events say the answer stopped at its output limit (finish reason `length`)."""
+    return any(type(event) is FinishReason and event.reason == "length" for event in events)
 
 
 def _without_frames(error: BaseException) -> BaseException:
