@@ -166,7 +166,14 @@ class StreamResult:
             `body` when it sent one (ACC-10); None when the stream ended cleanly.
         raw: The provider-native final object where the SDK builds one (a Response, a Message),
             built the first time it is read.
-        records: This request's transition records (FSM-5), in order.
+        records: This request's transition records (FSM-5), in order: one `TransitionRecord`
+            per state change, each naming its route, attempt, trigger and guard values.
+        extra_choices: The choices after the first, as `Choice` objects in index order, when the
+            request asked for several (`n>1` on Chat Completions); empty otherwise. The fields
+            above describe the first choice.
+        route: The name of the route that answered (RT-1): the `Route`'s `name`, or
+            `"<api>:<model>"` by default (also for the one-client form of `stream()`); None only
+            for a result built by hand.
     """
 
     content: str | None = None

@@ -1,19 +1,26 @@
 """Provider emulator for tests and demos (EMU-1).
 
 A real HTTP server on 127.0.0.1 that answers the OpenAI Chat Completions, OpenAI Responses,
-Anthropic Messages and Bedrock Converse(Stream) APIs in their genuine wire formats, driven by
-declarative :class:`Scenario` objects with faults::
+Anthropic Messages, Bedrock Converse(Stream) and Gemini `generateContent` APIs in their genuine
+wire formats, driven by declarative `Scenario` objects with faults (`DropAfter`, `Stall`,
+`HttpError`, ...). Point the real SDK client at one of its base URLs:
 
-    from fsm_agent.testing import DropMidFrame, Emulator, Scenario, ScriptedToolCall
+```python
+import openai
 
-    call = ScriptedToolCall("read", '{"path": "a.txt"}')
-    with Emulator() as emu:
-        emu.script(
-            Scenario.build("Let me check.", tool_calls=[call], faults=[DropMidFrame(0, kind="tool_args")]),
-            Scenario.build("Let me check.", tool_calls=[call]),
-        )
-        client = openai.OpenAI(base_url=emu.openai_base_url, api_key="test")
-        ...
+from fsm_agent.testing import DropMidFrame, Emulator, Scenario, ScriptedToolCall
+
+call = ScriptedToolCall("read", '{"path": "a.txt"}')
+with Emulator() as emu:
+    emu.script(
+        Scenario.build("Let me check.", tool_calls=[call], faults=[DropMidFrame(0, kind="tool_args")]),
+        Scenario.build("Let me check.", tool_calls=[call]),
+    )
+    client = openai.OpenAI(base_url=emu.openai_base_url, api_key="test")
+    ...
+```
+
+In pytest, the `emulator` fixture gives each test a started one (see `pytest_plugin`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ _STRING = 7
 
 
 class EventStreamDecodeError(ValueError):
-    """Raised by :func:`decode_messages` on truncated data or a checksum mismatch."""
+    """Raised by `decode_messages` on truncated data or a checksum mismatch."""
 
 
 @dataclass(frozen=True)

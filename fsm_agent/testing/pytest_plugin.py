@@ -1,4 +1,4 @@
-"""pytest plugin: the ``emulator`` fixture (a running :class:`Emulator`, fresh script and request
+"""pytest plugin: the ``emulator`` fixture (a running `Emulator`, fresh script and request
 log for every test).
 
 Installing fsm_agent registers it with pytest through the ``pytest11`` entry point, so a user's
@@ -32,7 +32,7 @@ def emulator() -> Iterator[Emulator]:
 
 @pytest.fixture
 def emulator_factory() -> Iterator[Callable[..., Emulator]]:
-    """Call with :class:`Emulator` arguments to get more started emulators."""
+    """Call with `Emulator` arguments to get more started emulators."""
     made: list[Emulator] = []
 
     def make(*args: Any, **kwargs: Any) -> Emulator:

@@ -1,11 +1,11 @@
 """Named scenario scripts for demos and the command line (``fsm-agent demo``, ``fsm-agent emulate``),
-and :func:`serve_forever`, which runs an emulator playing one of them until interrupted.
+and `serve_forever`, which runs an emulator playing one of them until interrupted.
 
-A :class:`Demo` is a script (one :class:`Scenario` per attempt) plus what ``fsm-agent demo`` needs to
+A `Demo` is a script (one `Scenario` per attempt) plus what ``fsm-agent demo`` needs to
 show it: a one-line description, the session settings that make the fault visible (a short stale
-timeout for a stall) and, for the interrupt demo, when to interrupt. :data:`SCENARIOS` maps every name
+timeout for a stall) and, for the interrupt demo, when to interrupt. `SCENARIOS` maps every name
 to its script alone, for users' own clients. Pure data; nothing here opens a socket except
-:func:`serve_forever`.
+`serve_forever`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Declarative scenarios for the provider emulator: what one response (one attempt) contains.
 
-A :class:`Scenario` is a frozen description of one answer — content steps (text, reasoning,
+A `Scenario` is a frozen description of one answer — content steps (text, reasoning,
 refusal, tool calls), finish reason, usage, Chat-Completions shape options, faults and timing — that
 every wire renderer (Chat Completions, Responses, Anthropic Messages, Bedrock ConverseStream) turns
-into the same content in its own format. :meth:`Scenario.blocks` expands the steps into neutral
+into the same content in its own format. `Scenario.blocks` expands the steps into neutral
 blocks of chunks, so every wire splits text and arguments identically.
 """
 
@@ -45,7 +45,7 @@ class Refusal:
 
 @dataclass(frozen=True)
 class ScriptedToolCall:
-    """One tool call the emulator sends (not the result's :class:`fsm_agent.ToolCall`).
+    """One tool call the emulator sends (not the result's `fsm_agent.ToolCall`).
 
     ``arguments`` is the exact JSON text the model emits (it may be invalid).
 
@@ -71,7 +71,7 @@ Step = Text | Reasoning | Refusal | ScriptedToolCall
 
 @dataclass(frozen=True)
 class ScriptedUsage:
-    """Token usage the emulator reports (not the result's :class:`fsm_agent.Usage`).
+    """Token usage the emulator reports (not the result's `fsm_agent.Usage`).
 
     In OpenAI terms: ``input_tokens`` includes ``cached_tokens``.
     """
@@ -151,7 +151,8 @@ def split_chars(text: str, size: int) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Scenario:
-    """One scripted response. Every field is optional; see the module docs for semantics.
+    """One scripted response: what the emulator sends for one request (one attempt). Every field
+    is optional; `Scenario.build()` is the short way to make one.
 
     ``steps`` are rendered in order. ``finish_reason`` is in Chat Completions terms (``stop``,
     ``tool_calls``, ``length``, ``content_filter``; other values pass through); None derives it:
@@ -159,7 +160,8 @@ class Scenario:
     ``model=None`` echoes the request's model. ``raw`` replaces the rendered frames with verbatim
     frames (``bytes`` or ``str``), each counted as one frame by faults, sent with ``raw_content_type``
     whatever the request. ``frame_delay`` (seconds) overrides the emulator's default pause between
-    frames.
+    frames. ``faults`` says what goes wrong on the wire (`DropAfter`, `Stall`, `HttpError`, ...:
+    the fault classes of `fsm_agent.testing`, whose positions count the frames rendered).
     """
 
     steps: tuple[Step, ...] = ()

@@ -1,5 +1,5 @@
-"""The emulator's HTTP server and its public face, :class:`Emulator`: a threaded stdlib server on
-127.0.0.1 that hands connections to :class:`~fsm_agent.testing.handler.EmulatorHandler`, keeps the
+"""The emulator's HTTP server and its public face, `Emulator`: a threaded stdlib server on
+127.0.0.1 that hands connections to `EmulatorHandler`, keeps the
 scenario script and request log, counts open connections, and stops promptly, ending every handler
 thread and closing every socket."""
 
@@ -69,7 +69,39 @@ class EmulatorServer(ThreadingHTTPServer):
 
 
 class Emulator:
-    """An LLM provider emulator on 127.0.0.1. See the package docs for the full API."""
+    """An LLM provider emulator: a real HTTP server on 127.0.0.1 that the real SDK clients talk to.
+
+    It answers every API fsm_agent speaks, each at its own path under one port, so one emulator
+    serves any mix of clients. Give each SDK the address it expects:
+
+    | SDK client | argument | property |
+    |---|---|---|
+    | `openai.OpenAI` / `AsyncOpenAI` (Chat, Responses) | `base_url=` | `openai_base_url` (`…/v1`) |
+    | `anthropic.Anthropic` / `AsyncAnthropic` | `base_url=` | `anthropic_base_url` |
+    | boto3 `bedrock-runtime` | `endpoint_url=` | `bedrock_endpoint_url` |
+    | `google.genai.Client` | `http_options={"base_url": ...}` | `gemini_base_url` |
+
+    Any API key is accepted (none is checked); for boto3 give dummy credentials and a region.
+
+    Each request is served the next scenario of the script (`script()`): one `Scenario` per
+    attempt, so a retry gets the second one. When the script is played out, the last scenario
+    is repeated (or `then`, or the script starts over with `cycle=True`); with no script at all,
+    `default`. Every request received is kept in `requests` (method, path, headers, parsed body),
+    so a test can check what the client sent and how many attempts it made.
+
+    Use it as a context manager (`with Emulator() as emu:`), or call `start()` and `stop()`;
+    `stop()` ends stalls, closes every connection and joins every thread. In pytest, take the
+    `emulator` fixture instead (a fresh started emulator per test). An emulator cannot be
+    restarted once stopped.
+
+    Args:
+        *scenarios: The first script, as `script(*scenarios)` would set it.
+        port: The port on 127.0.0.1; 0 (the default) picks a free one.
+        default: What to serve while no script is set; None means a short text answer,
+            `"Hello from the emulator."`.
+        frame_delay: Seconds to pause between the frames of every answer (a scenario's own
+            `frame_delay` overrides it), to make a stream take visible time.
+    """
 
     _wake_r: socket.socket
     _wake_w: socket.socket
@@ -102,6 +134,7 @@ class Emulator:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> Emulator:
+        """Start serving on a background thread and return the emulator (a no-op if running)."""
         if self._server is not None:
             return self
         if self._stopping.is_set():
@@ -155,6 +188,7 @@ class Emulator:
         self._wake_w.close()
 
     def close(self) -> None:
+        """The same as `stop()`."""
         self.stop()
 
     def __enter__(self) -> Emulator:
@@ -169,24 +203,29 @@ class Emulator:
 
     @property
     def port(self) -> int:
+        """The port the server listens on (RuntimeError before `start()`)."""
         if self._server is None:
             raise RuntimeError("Emulator not started")
         return int(self._server.server_address[1])
 
     @property
     def base_url(self) -> str:
+        """`http://127.0.0.1:PORT`, the server's root."""
         return f"http://127.0.0.1:{self.port}"
 
     @property
     def openai_base_url(self) -> str:
+        """For `openai.OpenAI(base_url=...)`: `http://127.0.0.1:PORT/v1` (Chat Completions, Responses)."""
         return f"{self.base_url}/v1"
 
     @property
     def anthropic_base_url(self) -> str:
+        """For `anthropic.Anthropic(base_url=...)`: the server's root (the SDK adds `/v1/messages`)."""
         return self.base_url
 
     @property
     def bedrock_endpoint_url(self) -> str:
+        """For `boto3.client("bedrock-runtime", endpoint_url=...)`: the server's root."""
         return self.base_url
 
     @property
@@ -217,6 +256,7 @@ class Emulator:
 
     @property
     def requests(self) -> list[Request]:
+        """Every request received since the start (or the last `reset()`), oldest first."""
         with self._lock:
             return list(self._requests)
 
@@ -228,6 +268,7 @@ class Emulator:
 
     @property
     def open_connections(self) -> int:
+        """How many client connections are open now (see `wait_idle()`)."""
         with self._lock:
             return len(self._conns)
 
