@@ -201,6 +201,10 @@ def test_the_site_links_rule_ids_outside_code_blocks_and_links() -> None:
     assert f"{made_up}." in linked and "#res-99" not in linked  # not a rule: left alone
     assert "<pre><code>RES-4</code></pre>" in linked
     assert 'href="../behaviour/#ot-3"' in linked  # after a self-closing tag
+    paths = hook.link_rules(
+        "<p>see docs/behaviour.md and docs/nowhere.md</p>", "", anchors, {"behaviour.md": "../b/"}
+    )
+    assert paths == '<p>see <a href="../b/">docs/behaviour.md</a> and docs/nowhere.md</p>'
 
 
 def _python_blocks(path: Path) -> list[str]:
