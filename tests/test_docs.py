@@ -259,6 +259,7 @@ def test_the_guide_has_its_programs() -> None:
     assert set(GUIDE_OUTPUT) <= {(name, index) for name, index, _ in GUIDE_PROGRAMS}
 
 
+@pytest.mark.slow  # a fresh interpreter each, and the testing guide's module runs nine tests
 @pytest.mark.parametrize(
     ("page", "index", "source"), GUIDE_PROGRAMS, ids=[f"{n}-{i}" for n, i, _ in GUIDE_PROGRAMS]
 )
