@@ -1,13 +1,15 @@
 """Scenarios that play shapes real providers send and a scripted answer does not (EMU-1).
 
-Each builder returns a :class:`Scenario` of verbatim frames in the provider's published wire
-format, so a user's test can drive an SDK client through exactly that shape::
+Each builder returns a `Scenario` of verbatim frames in the provider's published wire
+format, so a user's test can drive an SDK client through exactly that shape:
 
-    from fsm_agent.testing import Emulator, real_streams
+```python
+from fsm_agent.testing import Emulator, real_streams
 
-    with Emulator() as emu:
-        emu.script(real_streams.anthropic_whole_message_start([("run_code", {"code": "1+1"})]))
-        ...
+with Emulator() as emu:
+    emu.script(real_streams.anthropic_whole_message_start([("run_code", {"code": "1+1"})]))
+    ...
+```
 
 The shapes (see docs/behaviour.md, "Shapes of real streams"):
 
