@@ -113,6 +113,10 @@ NOW = 1_800_000_000.0
         ({"retry-after": "-1"}, None),
         ({"retry-after": "nan"}, None),
         ({"retry-after-ms": "inf"}, None),
+        ({"retry-after": "1" + "0" * 400}, None),  # BO-2: out of bounds is no hint, never OverflowError
+        ({"retry-after-ms": "9" * 4000}, None),
+        ({"retry-after": "31622401"}, None),  # a year and a day
+        ({"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"}, None),
         ({}, None),
     ],
 )
