@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ALONE_WAIT",
     "INSTANT",
+    "SWITCH_WAIT",
     "WAIT_SOURCES",
     "Backoff",
     "backoff_draw",
@@ -35,26 +37,47 @@ __all__ = [
 WAIT_SOURCES = ("retry-after-ms", "retry-after", "backoff", "cooldown")
 
 
+# BO-3's default bounds: with another route to try, a hint over a minute switches to it; with none,
+# a hint is waited out as long as the bare openai SDK waits one out (its MAX_RETRY_AFTER_DELAY),
+# so wrapping a client never turns a hint the SDK waits out into a failure.
+SWITCH_WAIT = 60.0
+ALONE_WAIT = 120.0
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """How long to wait between attempts when the server gives no hint (BO-2).
 
     The n-th retry waits uniform(0, min(cap, base * 2**(n-1))) seconds ("full jitter");
-    `base=0` retries at once. A server hint longer than `max_wait` is not waited out: the error is
-    raised at once (BO-3).
+    `base=0` retries at once. A server hint longer than `max_wait` is not waited out (BO-3): the
+    next route is tried, or, with no route left, the error is raised at once. `max_wait=None` (the
+    default) is `SWITCH_WAIT` (60 s) while another route remains and `ALONE_WAIT` (120 s, what the
+    bare openai SDK waits out) on the last route; a number is that bound on every route.
     """
 
     base: float = 0.5
     cap: float = 8.0
-    max_wait: float = 60.0
+    max_wait: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("base", "cap", "max_wait"):
             value = getattr(self, name)
+            if value is None and name == "max_wait":
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"Backoff.{name} must be a number, not {value!r}")
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"Backoff.{name} must be a finite number >= 0, not {value!r}")
+
+    @property
+    def switch_wait(self) -> float:
+        """BO-3: the longest hint waited out while another route remains (RT-2)."""
+        return SWITCH_WAIT if self.max_wait is None else self.max_wait
+
+    @property
+    def alone_wait(self) -> float:
+        """BO-3: the longest hint waited out on the last route (never less than the bare SDK's)."""
+        return ALONE_WAIT if self.max_wait is None else self.max_wait
 
     def ceiling(self, retry: int) -> float:
         """The upper bound of the n-th retry's jitter: min(cap, base * 2**(n-1))."""

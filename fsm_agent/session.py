@@ -99,7 +99,8 @@ class Session:
         backoff: How long to wait between attempts (BO-2): a `Backoff(base, cap, max_wait)`; a
             server's retry-after hint comes first, and a hint over `max_wait` is not waited out
             (BO-3). None means `Backoff()`: full jitter from 0.5 s, capped at 8 s, hints up to
-            60 s. `Backoff(base=0)` retries at once.
+            60 s while another route remains and up to 120 s on the last route (what the bare
+            openai SDK waits out). `Backoff(base=0)` retries at once.
         breaker_cooldown: Seconds after the stall breaker trips (WD-3) before one request is let
             through as a probe (BO-7).
         health: Where endpoint health is kept (HL-1): None for an in-process `MemoryHealth()`;
@@ -416,7 +417,7 @@ class Session:
                 stale_giveup=self.stale_giveup,
                 breaker_cooldown=self.breaker_cooldown,
                 # a probe whose process died frees the half-open slot after the longest a request lasts
-                probe_lease=route.stale_timeout * (self.retries + 1) + self.backoff.max_wait * self.retries,
+                probe_lease=route.stale_timeout * (self.retries + 1) + self.backoff.alone_wait * self.retries,
             )
             key = endpoint_key(route.api, route.source.peek(), route.model)
             route.link = EndpointLink(self.health, key, settings, machine.request_id)
@@ -503,7 +504,7 @@ class Session:
             stale_giveup=self.stale_giveup,
             backoff_base=backoff.base,
             backoff_cap=backoff.cap,
-            max_wait=backoff.max_wait,
+            max_wait_setting=backoff.max_wait,
             seed=_draws.getrandbits(32),  # BO-5: recorded, so replay draws the same jitter
         )
         request_id = f"{_draws.getrandbits(64):016x}"  # 16 hex digits, as uuid4().hex[:16] was

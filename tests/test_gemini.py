@@ -487,8 +487,17 @@ HUGE = 10**400  # more than a float holds: float(HUGE) raises OverflowError
 
 @pytest.mark.parametrize(
     "delay",
-    [{"seconds": HUGE}, {"seconds": 1, "nanos": HUGE}, {"seconds": str(HUGE)}, f"{HUGE}s", "1e400s",
-     {"seconds": 10**9}, {"seconds": True}, {"seconds": -1}, {"seconds": 1, "nanos": 2_000_000_000}],
+    [
+        {"seconds": HUGE},
+        {"seconds": 1, "nanos": HUGE},
+        {"seconds": str(HUGE)},
+        f"{HUGE}s",
+        "1e400s",
+        {"seconds": 10**9},
+        {"seconds": True},
+        {"seconds": -1},
+        {"seconds": 1, "nanos": 2_000_000_000},
+    ],
 )
 def test_bo2_a_retry_delay_out_of_bounds_is_no_hint_and_the_request_backs_off(kit: Kit, delay: Any) -> None:
     """A garbled Duration (an integer of 400 digits, a year and more, nanos past a second) is no

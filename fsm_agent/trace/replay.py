@@ -76,7 +76,7 @@ _DEFAULTS: dict[str, Any] = {
     "stale_giveup": 5,
     "backoff_base": 0.5,
     "backoff_cap": 8.0,
-    "max_wait": 60.0,
+    "max_wait": None,  # BO-3's default bounds (60 s with another route, 120 s on the last)
     "seed": 0,
     "stale_streak": 0,
     "streaming_disabled": False,
@@ -188,7 +188,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         stale_giveup=settings["stale_giveup"],
         backoff_base=float(settings["backoff_base"]),
         backoff_cap=float(settings["backoff_cap"]),
-        max_wait=float(settings["max_wait"]),
+        max_wait_setting=None if settings["max_wait"] is None else float(settings["max_wait"]),
         seed=settings["seed"],
         stale_streak=settings["stale_streak"],
         streaming_disabled=settings["streaming_disabled"],
