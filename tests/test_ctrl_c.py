@@ -14,8 +14,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import helpers
+import pytest
 from helpers import LeakCheck, params, wait_until
 
 import fsm_agent
@@ -67,7 +67,9 @@ def test_ctrl_c_inside_stream_reaches_the_caller_as_keyboard_interrupt(
         emulator.script(Scenario.build(ANSWER, faults=[Stall(frames=3, seconds=30)]))
         kwargs["on_text"] = lambda text: ready.set()
     elif where == "back-off wait":
-        emulator.script(Scenario.build(ANSWER, faults=[HttpError(429, retry_after=30)]), Scenario.build(ANSWER))
+        emulator.script(
+            Scenario.build(ANSWER, faults=[HttpError(429, retry_after=30)]), Scenario.build(ANSWER)
+        )
         kwargs["on_status"] = _notices(ready, "waiting")
     elif where == "callback":
         emulator.script(Scenario.build(ANSWER))
@@ -80,7 +82,9 @@ def test_ctrl_c_inside_stream_reaches_the_caller_as_keyboard_interrupt(
         emulator.script(Scenario.build(ANSWER, faults=[Stall(frames=0, seconds=30)]))
     press = _ctrl_c_when(ready) if where != "callback" else None
     if where == "before any byte":
-        seen = threading.Thread(target=lambda: wait_until(lambda: bool(emulator.requests), 10) and ready.set())
+        seen = threading.Thread(
+            target=lambda: wait_until(lambda: bool(emulator.requests), 10) and ready.set()
+        )
         seen.start()
     client = leaks.client()
     swallowed: list[BaseException] = []

@@ -14,7 +14,14 @@ import time
 from typing import Any
 
 from .. import actions as act
-from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt, ReasoningDelta, TextDelta
+from ..events import (
+    FallbackDelivered,
+    FallbackFinished,
+    FinishedResponse,
+    Interrupt,
+    ReasoningDelta,
+    TextDelta,
+)
 from ..providers.base import Attempt
 from ..result import StreamResult
 from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
