@@ -295,7 +295,7 @@ class SyncDriver(DriverCore[Watchdog]):
         watchdog.arm(blocked_read_aborter())
         try:
             if response is None:
-                response = self.adapter.request_plain(client, self.params)
+                response = self.adapter.request_plain(client, self.params, max_bytes=self.max_bytes)
             events = finished_events(self.adapter, response)
         except BaseException as exc:
             watchdog.disarm()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import threading
 import weakref
 from collections.abc import Iterator
 from functools import partial
@@ -33,6 +34,7 @@ from ..events import (
 )
 from ..redact import redact, truncate
 from ..result import Usage
+from ..wire.pipeline import DEFAULT_MAX_BYTES, SLICE
 from ..wire.shapes import INT, PAYLOAD_ERRORS, STR, Shape, as_malformed
 from ..wire.sse import SSEFrame
 from .base import Attempt, as_plain, malformed
@@ -409,20 +411,53 @@ class BedrockEvents:
 
 
 class _Budget:
-    """Bytes read under one Bedrock stream, against the cap (SEC-5)."""
+    """Bytes read under one Bedrock stream or body, against the cap (SEC-5)."""
 
-    __slots__ = ("cap", "read")
+    __slots__ = ("cap", "read", "what")
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, what: str = "the event stream") -> None:
         self.cap = cap
         self.read = 0
+        self.what = what
 
     def count(self, size: int) -> None:
         self.read += size
         if self.read > self.cap:
-            raise StreamLimitError(
-                f"the event stream passed the cap of {self.cap} bytes per attempt; aborted"
-            )
+            raise StreamLimitError(f"{self.what} passed the cap of {self.cap} bytes per attempt; aborted")
+
+
+# SEC-5 on the plain request (RES-9): botocore reads a `converse()` body whole, with no cap. A
+# handler on the client's `before-send` event of Converse sends the request itself, with the body
+# left unread, and reads it under the byte cap as botocore would have (`raw.stream()`), so a
+# runaway answer ends at the cap. Registered once per client; it acts only for a thread inside our
+# `request_plain` (the cap is thread-local), so the caller's own `converse()` calls are untouched.
+_CONVERSE_SEND = "before-send.bedrock-runtime.Converse"
+_CAPPED_ID = "fsm_agent.capped-converse"
+_capped = threading.local()
+
+
+def _capped_send(request: Any, **_: Any) -> Any:
+    plan = getattr(_capped, "plan", None)
+    if plan is None:
+        return None
+    session, max_bytes = plan
+    request.stream_output = True  # urllib3 leaves the body unread: it is read below, under the cap
+    response = session.send(request)
+    raw = response.raw
+    budget = _Budget(max_bytes, "the response body")
+    parts: list[bytes] = []
+    try:
+        for chunk in raw.stream(SLICE):
+            budget.count(len(chunk))
+            parts.append(chunk)
+    except BaseException:
+        parts.clear()
+        with contextlib.suppress(Exception):  # the connection is not reused half-read
+            raw.close()
+            raw.release_conn()
+        raise
+    response._content = b"".join(parts)  # what `AWSResponse.content` would have read
+    return response
 
 
 class BedrockAdapter:
@@ -456,8 +491,18 @@ class BedrockAdapter:
         events = BedrockEvents(stream)
         return Attempt(objects=events, closer=events.close, sock=_socket_under(stream), limit=events.limit)
 
-    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        response = client.converse(**params)
+    def request_plain(self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+        session = getattr(getattr(client, "_endpoint", None), "http_session", None)
+        events = getattr(getattr(client, "meta", None), "events", None)
+        if session is None or events is None or not hasattr(session, "send"):  # not botocore's
+            response = client.converse(**params)
+        else:
+            events.register(_CONVERSE_SEND, _capped_send, unique_id=_CAPPED_ID)
+            _capped.plan = (session, max_bytes)
+            try:
+                response = client.converse(**params)
+            finally:
+                _capped.plan = None
         self._remember(params, response)
         return response
 
