@@ -21,6 +21,7 @@ from ..endpoint import EndpointLink
 from ..errors import MachineError
 from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta, WaitOver
 from ..providers.base import Attempt, ProviderAdapter, as_plain
+from ..redact import scrub_error
 from ..request import RequestMachine
 from ..result import StreamResult
 from ..wire.pipeline import JsonBodyPipeline, Translator, WirePipeline
@@ -166,7 +167,9 @@ class DriverCore(Generic[W]):
         machine's `InterruptedError` is an `OSError`, which an `except Exception:` would swallow.
         An interrupt by `session.interrupt()` or the `interrupt` event stays `InterruptedError`."""
         keyboard, self._keyboard = self._keyboard, None  # the driver must not keep the error alive
-        return keyboard if keyboard is not None and isinstance(error, InterruptedError) else error
+        if keyboard is not None and isinstance(error, InterruptedError):
+            return keyboard
+        return scrub_error(error)  # SEC-9: no secret in the error's text, nor in its chain
 
     def _failure(self, exc: BaseException, opened_at: float | None) -> Decided:
         """Feed whatever ended an attempt opened at `opened_at` (None: the fallback request)."""
