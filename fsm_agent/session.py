@@ -43,6 +43,14 @@ if TYPE_CHECKING:
 __all__ = ["RequestPlan", "Session"]
 
 log = logging.getLogger("fsm_agent")
+def _honour_early_interrupt(watchdog: Any) -> None:
+    """SEC-8: an interrupt already set when a request begins ends it before any planning work.
+    The client's probes (inferring the API) load an SDK's lazily imported modules on the first
+    request of a process, 0.6-1 s under load, which an interrupt must not wait for."""
+    if watchdog.interrupted:
+        raise InterruptedError("the request was interrupted")
+
+
 _UNPLANNED = 180.0  # a watchdog's stale timeout until the request is planned (it is not armed before)
 
 
@@ -261,6 +269,7 @@ class Session:
         # interrupt issued while the request is prepared is honoured before anything is sent.
         watchdog = Watchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):
+            _honour_early_interrupt(watchdog)
             plan = self._plan(client_or_factory, params, api, watch_tool_args=on_tool_args is not None)
             watchdog.stale_timeout = plan.stale_timeout
             self._begin(plan, plan.link.begin())
@@ -349,6 +358,7 @@ class Session:
 
         watchdog = LoopWatchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):  # SEC-8: before any planning work
+            _honour_early_interrupt(watchdog)
             from .drivers.aio import run_async
 
             made: list[ClientSource] = []

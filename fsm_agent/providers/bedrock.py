@@ -238,7 +238,7 @@ class BedrockTranslator:
         if isinstance(tool, dict):
             fragment = tool.get("input")
             if fragment is not None and not isinstance(fragment, str):
-                fragment = json.dumps(fragment, ensure_ascii=False)
+                fragment = _arguments(fragment)
             if fragment:
                 events.append(ToolCallDelta(index=self._tool_index(body), arguments=fragment))
 
@@ -275,6 +275,16 @@ _HANDLERS = {
 }
 
 
+def _arguments(value: Any) -> str:
+    """A tool input botocore decoded (a JSON document) as the arguments' JSON text. botocore's
+    decoder takes NaN and Infinity, which JSON has not: such an input is a malformed chunk (SEC-4),
+    as the same payload is on Chat, never arguments that are not JSON."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise _malformed("toolUse.input holds NaN or Infinity, which JSON cannot", value) from None
+
+
 def converse_events(response: Any, meta: ResponseMeta | None = None) -> list[Any]:
     """A finished `converse()` answer as events, for the fallback (RES-9, PRV-B2)."""
     body = as_plain(response)
@@ -297,7 +307,7 @@ def converse_events(response: Any, meta: ResponseMeta | None = None) -> list[Any
         if isinstance(tool, dict):
             arguments = tool.get("input")
             if not isinstance(arguments, str):
-                arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+                arguments = _arguments(arguments if arguments is not None else {})
             call_id = tool.get("toolUseId")
             name = tool.get("name")
             events.append(

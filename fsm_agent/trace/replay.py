@@ -15,6 +15,7 @@ nothing from a trace.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -68,6 +69,10 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "cooldown_s": (int, float),
     "breaker_probe": (bool,),
 }
+# Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
+_NON_NEGATIVE = frozenset(
+    {"retries", "stale_giveup", "stale_streak", "backoff_base", "backoff_cap", "max_wait", "cooldown_s"}
+)
 _FLOATS = ("stale_timeout", "backoff_base", "backoff_cap", "max_wait", "cooldown_s")
 _DEFAULTS: dict[str, Any] = {
     "retries": 2,
@@ -166,6 +171,10 @@ def recorded_settings(found: RequestTrace) -> dict[str, Any]:
         kinds = SETTINGS[name]
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             raise TraceFormatError(f"request {found.request_id} ({where}): bad {name} {value!r}")
+        if name in _NON_NEGATIVE and isinstance(value, (int, float)) and not 0 <= value < math.inf:
+            raise TraceFormatError(
+                f"request {found.request_id} ({where}): bad {name} {value!r} (a finite number >= 0)"
+            )
         settings[name] = value
     names = header.routes if header is not None else ()
     if not names and header is not None and header.api is not None:
