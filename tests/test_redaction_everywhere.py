@@ -1,7 +1,8 @@
 """SEC-9 over every text the library writes itself: a provider (the emulator) that echoes every
 known key shape and the client's own key in its error bodies and frames, on every path (an HTTP
 error raised, retried, switched from; streaming refused then the fallback; an error inside the
-stream; a frame that is not JSON), through the real openai and anthropic clients over loopback.
+stream; a frame that is not JSON), through the real openai, anthropic, google-genai and boto3
+clients over loopback.
 None of the secrets appears in an `on_status` notice, an OpenTelemetry span (its status, events,
 attributes), a log record, the trace, a repr, or the error raised and its chain (`__cause__`,
 `__context__`, `args`, `str`, text attributes)."""
@@ -13,8 +14,12 @@ import logging
 from typing import Any
 
 import anthropic
+import boto3
+import botocore.config
 import openai
 import pytest
+from google import genai
+from hardening_kit import boto_close
 from helpers import INSTANT
 from otel_support import Otel, otel
 
@@ -65,6 +70,41 @@ PATHS: dict[str, tuple[Scenario, ...]] = {
 }
 
 
+def _client(sdk: str, emulator: Emulator) -> tuple[Any, dict[str, Any]]:
+    """The SDK's client holding OWN_KEY as its own key, and a request; with a secret header where
+    the SDK takes extra headers per request."""
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    bearer = {"Authorization": f"Bearer {SHAPES[0]}"}
+    if sdk == "openai":
+        client: Any = openai.OpenAI(base_url=emulator.openai_base_url, api_key=OWN_KEY, max_retries=0)
+        return client, {"model": "gpt-4.1-mini", "messages": messages, "extra_headers": bearer}
+    if sdk == "anthropic":
+        client = anthropic.Anthropic(base_url=emulator.anthropic_base_url, api_key=OWN_KEY, max_retries=0)
+        request = {"model": "claude-sonnet-4-6", "max_tokens": 64, "messages": messages}
+        return client, {**request, "extra_headers": bearer}
+    if sdk == "google-genai":
+        client = genai.Client(api_key=OWN_KEY, http_options={"base_url": emulator.gemini_base_url})
+        return client, {"model": "gemini-2.5-flash", "contents": "hi"}
+    client = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=emulator.bedrock_endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id=SHAPES[5],
+        aws_secret_access_key=OWN_KEY,
+        aws_session_token=SHAPES[6],
+        config=botocore.config.Config(retries={"total_max_attempts": 1}),
+    )
+    turn = [{"role": "user", "content": [{"text": "hi"}]}]
+    return client, {"modelId": "us.anthropic.claude-sonnet-4-5-v1:0", "messages": turn}
+
+
+def _close(sdk: str, client: Any) -> None:
+    if sdk == "boto3":
+        boto_close(client)
+    elif sdk != "google-genai":
+        client.close()
+
+
 def _texts_of_error(error: BaseException) -> list[str]:
     """Every text an error and its chain carry."""
     texts: list[str] = []
@@ -100,20 +140,12 @@ def _assert_clean(texts: list[str], where: str) -> None:
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
-@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+@pytest.mark.parametrize("sdk", ["openai", "anthropic", "google-genai", "boto3"])
 def test_no_secret_in_any_text_the_library_writes(
     emulator: Emulator, otel: Otel, caplog: pytest.LogCaptureFixture, path: str, sdk: str
 ) -> None:
     emulator.script(*PATHS[path])
-    client: Any
-    if sdk == "openai":
-        client = openai.OpenAI(base_url=emulator.openai_base_url, api_key=OWN_KEY, max_retries=0)
-        params: dict[str, Any] = {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "hi"}]}
-    else:
-        client = anthropic.Anthropic(base_url=emulator.anthropic_base_url, api_key=OWN_KEY, max_retries=0)
-        messages = [{"role": "user", "content": "hi"}]
-        params = {"model": "claude-sonnet-4-6", "max_tokens": 64, "messages": messages}
-    params["extra_headers"] = {"Authorization": f"Bearer {SHAPES[0]}"}
+    client, params = _client(sdk, emulator)
     sink = MemorySink(record_wire=True)
     notices: list[str] = []
     route = fsm_agent.Route(client, params)
@@ -124,8 +156,8 @@ def test_no_secret_in_any_text_the_library_writes(
     except Exception as exc:
         raised = exc
     finally:
-        client.close()
-    if path != "streaming refused, fallback":
+        _close(sdk, client)
+    if path in ("401 raised", "500 retried then raised"):
         assert raised is not None
     _assert_clean(notices, "on_status")
     _assert_clean(_span_texts(otel), "the spans")
