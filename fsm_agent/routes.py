@@ -54,6 +54,13 @@ class PreparedRoute:
     stale_timeout: float
     link: EndpointLink | None = None  # HL-1: this route's endpoint health, as the request sees it
 
+    def __repr__(self) -> str:
+        """SEC-9: as `Route`'s, the params' secret headers redacted."""
+        return redact(
+            f"PreparedRoute(index={self.index}, name={self.name!r}, api={self.api!r}, model={self.model!r}, "
+            f"params={redact_headers(self.params)!r})"
+        )
+
     def header(self) -> dict[str, Any]:
         """The route as a trace's request line lists it (no client settings: TR-5)."""
         return {"name": self.name, "api": self.api, "model": self.model, "stale_timeout": self.stale_timeout}

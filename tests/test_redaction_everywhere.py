@@ -178,6 +178,10 @@ def test_route_repr_hides_secret_headers_and_keys() -> None:
     shown = repr(route)
     assert "opaque-token-123" not in shown and OWN_KEY not in shown and "[REDACTED]" in shown
     assert "'model': 'm'" in shown
+    from fsm_agent.routes import PreparedRoute
+
+    prepared = PreparedRoute(0, "n", None, None, route.params, "chat_completions", "m", 1.0)  # type: ignore[arg-type]
+    assert "opaque-token-123" not in repr(prepared) and OWN_KEY not in repr(prepared)
 
 
 def test_a_json_decode_error_is_not_kept_under_the_malformed_frame_error() -> None:
