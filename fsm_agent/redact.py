@@ -183,17 +183,32 @@ def scrub_error(error: BaseException) -> BaseException:
         if current is None or id(current) in seen or len(seen) >= 64:
             continue
         seen.add(id(current))
+        # Only what a secret was removed from is replaced: anything else keeps its identity.
         with contextlib.suppress(Exception):  # args that cannot be set: the attributes still are
-            current.args = tuple(redact_value(arg) for arg in current.args)
+            args = tuple(_scrubbed(arg) for arg in current.args)
+            if any(new is not old for new, old in zip(args, current.args, strict=True)):
+                current.args = args
         fields = getattr(current, "__dict__", None)
         if isinstance(fields, dict):
             for name, value in list(fields.items()):
-                if isinstance(value, (str, dict, list)):
-                    if isinstance(current, json.JSONDecodeError) and name == "doc":
-                        value = truncate(str(value), 200)
-                    fields[name] = redact_value(value)
+                if isinstance(current, json.JSONDecodeError) and name == "doc" and isinstance(value, str):
+                    value = fields[name] = truncate(value, 200)
+                new = _scrubbed(value)
+                if new is not value:
+                    fields[name] = new
         pending.extend((current.__cause__, current.__context__))
     return error
+
+
+def _scrubbed(value: Any) -> Any:
+    """`value` redacted, or `value` itself when it holds no secret (or is no text at all)."""
+    if not isinstance(value, (str, dict, list)):
+        return value
+    new = redact_value(value)
+    try:
+        return value if new == value else new
+    except Exception:  # a comparison that raises: the redacted copy
+        return new
 
 
 class RedactingFilter(logging.Filter):
