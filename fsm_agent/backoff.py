@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ALONE_WAIT",
     "INSTANT",
+    "SWITCH_WAIT",
     "WAIT_SOURCES",
     "Backoff",
     "backoff_draw",
@@ -35,26 +37,47 @@ __all__ = [
 WAIT_SOURCES = ("retry-after-ms", "retry-after", "backoff", "cooldown")
 
 
+# BO-3's default bounds: with another route to try, a hint over a minute switches to it; with none,
+# a hint is waited out as long as the bare openai SDK waits one out (its MAX_RETRY_AFTER_DELAY),
+# so wrapping a client never turns a hint the SDK waits out into a failure.
+SWITCH_WAIT = 60.0
+ALONE_WAIT = 120.0
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """How long to wait between attempts when the server gives no hint (BO-2).
 
     The n-th retry waits uniform(0, min(cap, base * 2**(n-1))) seconds ("full jitter");
-    `base=0` retries at once. A server hint longer than `max_wait` is not waited out: the error is
-    raised at once (BO-3).
+    `base=0` retries at once. A server hint longer than `max_wait` is not waited out (BO-3): the
+    next route is tried, or, with no route left, the error is raised at once. `max_wait=None` (the
+    default) is `SWITCH_WAIT` (60 s) while another route remains and `ALONE_WAIT` (120 s, what the
+    bare openai SDK waits out) on the last route; a number is that bound on every route.
     """
 
     base: float = 0.5
     cap: float = 8.0
-    max_wait: float = 60.0
+    max_wait: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("base", "cap", "max_wait"):
             value = getattr(self, name)
+            if value is None and name == "max_wait":
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"Backoff.{name} must be a number, not {value!r}")
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"Backoff.{name} must be a finite number >= 0, not {value!r}")
+
+    @property
+    def switch_wait(self) -> float:
+        """BO-3: the longest hint waited out while another route remains (RT-2)."""
+        return SWITCH_WAIT if self.max_wait is None else self.max_wait
+
+    @property
+    def alone_wait(self) -> float:
+        """BO-3: the longest hint waited out on the last route (never less than the bare SDK's)."""
+        return ALONE_WAIT if self.max_wait is None else self.max_wait
 
     def ceiling(self, retry: int) -> float:
         """The upper bound of the n-th retry's jitter: min(cap, base * 2**(n-1))."""
@@ -137,10 +160,11 @@ def should_retry_header(exc: BaseException) -> bool | None:
 def retry_hint(exc: BaseException, now: float) -> tuple[float, str] | None:
     """The provider's hint on `exc` as (seconds from `now`, source), or None.
 
-    `now` is wall-clock seconds (an HTTP date is absolute). A hint that is not a finite
-    non-negative number, or a date that cannot be read, is no hint.
+    `now` is wall-clock seconds (an HTTP date is absolute). A hint that is not a non-negative
+    number of seconds within `MAX_HINT_S` (any size of integer, NaN, inf), or a date that cannot be
+    read, is no hint; nothing here raises.
     """
-    millis = _number(header(exc, "retry-after-ms"))
+    millis = _number(header(exc, "retry-after-ms"), MAX_HINT_S * 1000.0)
     if millis is not None:
         return millis / 1000.0, "retry-after-ms"
     raw = header(exc, "retry-after")
@@ -154,11 +178,12 @@ def retry_hint(exc: BaseException, now: float) -> tuple[float, str] | None:
 
     try:
         when = parsedate_to_datetime(raw.strip())
+        if when.tzinfo is None:  # RFC 9110 dates are GMT
+            return None
+        seconds = _number(max(0.0, when.timestamp() - now))
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT
-        return None
-    return max(0.0, when.timestamp() - now), "retry-after"
+    return (seconds, "retry-after") if seconds is not None else None
 
 
 _RETRY_INFO = "google.rpc.RetryInfo"
@@ -187,20 +212,41 @@ def _duration(value: object) -> float | None:
     if isinstance(value, str) and value.strip().endswith("s"):
         return _number(value.strip()[:-1])
     if isinstance(value, dict):
-        seconds, nanos = value.get("seconds", 0), value.get("nanos", 0)
-        try:
-            total = float(seconds) + float(nanos) / 1e9
-        except (TypeError, ValueError):
+        seconds, nanos = _number(value.get("seconds", 0)), _number(value.get("nanos", 0), 1e9)
+        if seconds is None or nanos is None or nanos >= 1e9:  # a Duration's nanos are < 1 s
             return None
-        return total if math.isfinite(total) and total >= 0 else None
+        return _number(seconds + nanos / 1e9)
     return None
 
 
-def _number(raw: str | None) -> float | None:
-    if raw is None:
+# BO-2: the longest wait a hint may name. Anything longer (10**400 s, "inf", 1e999) is not a wait a
+# server means but a garbled number: it is no hint, as NaN is, and the request backs off on its
+# own schedule, as the bare SDKs do. A hint within this bound but over `max_wait` is BO-3's.
+MAX_HINT_S = 366 * 86_400.0
+
+
+def _number(raw: object, limit: float = MAX_HINT_S) -> float | None:
+    """A hint's number, bounded: a finite number in [0, limit], else None.
+
+    Takes text (a header, a Duration's "2s") or a JSON number of any size (an int of 400 digits
+    is no OverflowError: it is out of bounds, so no hint); never raises.
+    """
+    if isinstance(raw, bool):
         return None
-    try:
-        value = float(raw.strip())
-    except ValueError:
+    if isinstance(raw, str):
+        text = raw.strip()
+        if len(text) > 64:  # no seconds count needs more; bounds the work of reading it too
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+    elif isinstance(raw, int):
+        if raw < 0 or raw > limit:  # compared as an int: never converted when out of range
+            return None
+        value = float(raw)
+    elif isinstance(raw, float):
+        value = raw
+    else:
         return None
-    return value if math.isfinite(value) and value >= 0 else None
+    return value if 0 <= value <= limit else None  # NaN fails both comparisons

@@ -237,6 +237,18 @@ _TRANSIENT_AWS_CODES = frozenset(
 )
 
 
+def _transient_in_stream(code: str | None, body: Any) -> bool:
+    """BO-1 for an error inside a stream whose `code` is a number ("429", "503"): the error's
+    `type` decides when it names a rate limit or an overload; else the number, read as a status."""
+    if code is None or not code.isdigit() or len(code) > 3:
+        return False
+    error = body.get("error", body) if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    if isinstance(kind, str) and kind.lower() in _TRANSIENT_PROVIDER_CODES:
+        return True
+    return is_transient_status(int(code))
+
+
 def is_transient_status(status: int) -> bool:
     """BO-1: an HTTP status worth another attempt."""
     return status in _TRANSIENT_4XX or 500 <= status <= 599
@@ -365,6 +377,8 @@ def classify(exc: BaseException) -> ErrorKind:
             return ErrorKind.FATAL
         code = exc.code.lower() if isinstance(exc.code, str) else None
         if exc.transient or code in _TRANSIENT_PROVIDER_CODES or code in _TRANSIENT_AWS_CODES:
+            return ErrorKind.TRANSIENT
+        if _transient_in_stream(code, exc.body):
             return ErrorKind.TRANSIENT
         if _CONNECTION_LOST.search(str(exc)):
             return ErrorKind.TRANSIENT

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .backoff import Backoff
+from .backoff import ALONE_WAIT, Backoff
 from .errors import ErrorKind
 
 __all__ = ["GUARDS", "RequestContext"]
@@ -30,7 +30,8 @@ class RequestContext:
     route: int = 0
     backoff_base: float = 0.5  # BO-2: `Backoff` flattened, so a what-if can change one part
     backoff_cap: float = 8.0
-    max_wait: float = 60.0  # BO-3
+    max_wait_setting: float | None = None  # BO-3: `Backoff.max_wait` as given (None: the default)
+    max_wait: float = ALONE_WAIT  # BO-3: the bound on the current route (`bound_wait` sets it)
     seed: int = 0  # BO-5: the jitter's seed, recorded in the trace
     # the endpoint's health, as it was when the request started (updated as the request learns)
     stale_streak: int = 0
@@ -58,6 +59,15 @@ class RequestContext:
     tools_in_flight: int = 0
     finish_seen: bool = False
 
+    def __post_init__(self) -> None:
+        self.bound_wait()
+
+    def bound_wait(self) -> None:
+        """BO-3: the longest hint waited out on the current route: the switch bound while another
+        route remains, the last route's (at least the bare SDK's) otherwise."""
+        backoff = self.backoff()
+        self.max_wait = backoff.switch_wait if self.route + 1 < len(self.route_names) else backoff.alone_wait
+
     def new_attempt(self) -> None:
         self.attempt += 1
         self.delivered_chars = 0
@@ -75,6 +85,7 @@ class RequestContext:
     def new_route(self, index: int) -> None:
         """RT-2: the request goes on on route `index`, with a retry budget of its own."""
         self.route = index
+        self.bound_wait()
         self.retries_used = 0
         self.buffer_tool_input = False
         self.finished_response = None
@@ -84,7 +95,7 @@ class RequestContext:
         return self.route_names[self.route] if self.route < len(self.route_names) else None
 
     def backoff(self) -> Backoff:
-        return Backoff(base=self.backoff_base, cap=self.backoff_cap, max_wait=self.max_wait)
+        return Backoff(base=self.backoff_base, cap=self.backoff_cap, max_wait=self.max_wait_setting)
 
     def guard_inputs(self) -> dict[str, Any]:
         """The facts the guards read, as written into each transition record (TR-3).

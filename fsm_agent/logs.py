@@ -16,12 +16,18 @@ import logging
 import sys
 from typing import Any
 
+from .redact import RedactingFilter
 from .trace.records import TransitionRecord
 
 __all__ = ["log_record"]
 
 _stdlib_logger = logging.getLogger("fsm_agent")
 _stdlib_logger.addHandler(logging.NullHandler())  # silent unless the application sets up logging
+# SEC-9: what the library logs leaves redacted (a logger's filter does not see its children's
+# records: the command line's logger gets its own)
+for _name in ("fsm_agent", "fsm_agent.cli"):
+    logging.getLogger(_name).addFilter(RedactingFilter())
+del _name
 _fallback: Any = None
 
 

@@ -5,13 +5,22 @@ Two kinds of secret are removed: the well-known key shapes (`sk-…`, `sk-ant-�
 session was given, whatever their shape — read once from each client object when a request is
 planned (`remember_client_secrets`) and kept only in this process's memory, never in a record.
 
+Every text the library writes itself passes through `redact`: trace records (`error_text`),
+`on_status` notices, OpenTelemetry span statuses and exception events (`error_text`,
+`traceback_text`), log records of the `fsm_agent` logger (`RedactingFilter`), reprs
+(`redact_headers`) and the error a request raises, with its chain (`scrub_error`).
+
 Pure string functions apart from that registry; never performs I/O.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import re
 import threading
+import traceback
 from collections import OrderedDict
 from typing import Any
 
@@ -19,10 +28,15 @@ from .urls import is_botocore_client
 
 __all__ = [
     "SECRET_HEADERS",
+    "RedactingFilter",
+    "error_text",
     "redact",
+    "redact_headers",
     "redact_value",
     "remember_client_secrets",
     "remember_secret",
+    "scrub_error",
+    "traceback_text",
     "truncate",
 ]
 
@@ -43,6 +57,8 @@ _PATTERNS = (
     re.compile(r"()\b(?:gsk_|xai-)[A-Za-z0-9_-]{16,}"),
     re.compile(r"()\bAIza[0-9A-Za-z_-]{20,}"),
     re.compile(r"()\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    # AWS session tokens (STS): long base64 text beginning with the shapes STS issues them in
+    re.compile(r"()\b(?:FwoGZXIvYXdzE|IQoJb3JpZ2luX2Vj|IQo[A-Za-z0-9])[A-Za-z0-9/+=]{40,}"),
 )
 
 # A client key shorter than this is not redacted on its own (a test key "x" would blank every x).
@@ -115,3 +131,98 @@ def redact_value(value: Any, depth: int = 0) -> Any:
 
 def truncate(text: str, limit: int = 4096) -> str:
     return text if len(text) <= limit else text[:limit]
+
+
+def _safe_str(value: object) -> str:
+    try:
+        return str(value)
+    except Exception:  # an exception whose __str__ raises: its type says enough
+        return f"<{type(value).__name__}>"
+
+
+def error_text(error: BaseException, limit: int = 4096) -> str:
+    """SEC-9: the one text of an error the library writes (a trace, a notice, a span, a log)."""
+    return truncate(redact(_safe_str(error)), limit)
+
+
+def traceback_text(error: BaseException) -> str:
+    """An error's formatted traceback (the chain included), redacted: a span's exception event."""
+    try:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:
+        text = f"{type(error).__name__}: {_safe_str(error)}"
+    return redact(text)
+
+
+def redact_headers(value: Any, depth: int = 0) -> Any:
+    """A request's keyword arguments with the values of secret headers (`SECRET_HEADERS`, e.g. an
+    `extra_headers` Authorization) replaced, at any depth, for a repr (SEC-9)."""
+    if depth >= 8:
+        return value
+    if isinstance(value, dict):
+        return {
+            key: "[REDACTED]"
+            if isinstance(key, str) and key.lower() in SECRET_HEADERS
+            else redact_headers(item, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_headers(item, depth + 1) for item in value)
+    return value
+
+
+def scrub_error(error: BaseException) -> BaseException:
+    """SEC-9: `error` and every error in its chain (`__cause__`, `__context__`) with secrets
+    removed in place from their `args` and every text attribute (an SDK's `message`, `body`,
+    `api_message`; a JSONDecodeError's `doc`, which is the raw frame: cut to its head as well).
+    Returns `error`."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen or len(seen) >= 64:
+            continue
+        seen.add(id(current))
+        # Only what a secret was removed from is replaced: anything else keeps its identity.
+        with contextlib.suppress(Exception):  # args that cannot be set: the attributes still are
+            args = tuple(_scrubbed(arg) for arg in current.args)
+            if any(new is not old for new, old in zip(args, current.args, strict=True)):
+                current.args = args
+        fields = getattr(current, "__dict__", None)
+        if isinstance(fields, dict):
+            for name, value in list(fields.items()):
+                if isinstance(current, json.JSONDecodeError) and name == "doc" and isinstance(value, str):
+                    value = fields[name] = truncate(value, 200)
+                new = _scrubbed(value)
+                if new is not value:
+                    fields[name] = new
+        pending.extend((current.__cause__, current.__context__))
+    return error
+
+
+def _scrubbed(value: Any) -> Any:
+    """`value` redacted, or `value` itself when it holds no secret (or is no text at all)."""
+    if not isinstance(value, (str, dict, list)):
+        return value
+    new = redact_value(value)
+    try:
+        return value if new == value else new
+    except Exception:  # a comparison that raises: the redacted copy
+        return new
+
+
+class RedactingFilter(logging.Filter):
+    """SEC-9 for logs: a record of the `fsm_agent` logger leaves with its message and its
+    exception text redacted (the exception's own objects are scrubbed too)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True  # a bad format string: logging reports it as it would
+        record.msg, record.args = redact(message), None
+        if record.exc_info and record.exc_info[1] is not None:
+            scrub_error(record.exc_info[1])
+            if not record.exc_text:
+                record.exc_text = traceback_text(record.exc_info[1]).rstrip("\n")
+        return True

@@ -18,12 +18,12 @@ from .drivers.common import ClientSource, check_client, is_async_client
 from .endpoint import EndpointLink
 from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
-from .redact import remember_client_secrets
+from .redact import redact, redact_headers, remember_client_secrets
 
 __all__ = ["PreparedRoute", "Route", "is_route_list", "prepare_routes"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Route:
     """One way to serve a request: an SDK client (or a zero-argument factory), the request's
     keyword arguments for that SDK, its API (inferred when None) and a name for records, the
@@ -33,6 +33,13 @@ class Route:
     params: dict[str, Any]
     api: str | None = None
     name: str | None = None
+
+    def __repr__(self) -> str:
+        """SEC-9: the params with secret headers (`extra_headers` Authorization…) redacted."""
+        return redact(
+            f"Route(client_or_factory={self.client_or_factory!r}, params={redact_headers(self.params)!r}, "
+            f"api={self.api!r}, name={self.name!r})"
+        )
 
 
 @dataclass(slots=True)
@@ -46,6 +53,13 @@ class PreparedRoute:
     model: str | None
     stale_timeout: float
     link: EndpointLink | None = None  # HL-1: this route's endpoint health, as the request sees it
+
+    def __repr__(self) -> str:
+        """SEC-9: as `Route`'s, the params' secret headers redacted."""
+        return redact(
+            f"PreparedRoute(index={self.index}, name={self.name!r}, api={self.api!r}, model={self.model!r}, "
+            f"params={redact_headers(self.params)!r})"
+        )
 
     def header(self) -> dict[str, Any]:
         """The route as a trace's request line lists it (no client settings: TR-5)."""

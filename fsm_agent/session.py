@@ -43,6 +43,14 @@ if TYPE_CHECKING:
 __all__ = ["RequestPlan", "Session"]
 
 log = logging.getLogger("fsm_agent")
+def _honour_early_interrupt(watchdog: Any) -> None:
+    """SEC-8: an interrupt already set when a request begins ends it before any planning work.
+    The client's probes (inferring the API) load an SDK's lazily imported modules on the first
+    request of a process, 0.6-1 s under load, which an interrupt must not wait for."""
+    if watchdog.interrupted:
+        raise InterruptedError("the request was interrupted")
+
+
 _UNPLANNED = 180.0  # a watchdog's stale timeout until the request is planned (it is not armed before)
 
 
@@ -99,7 +107,8 @@ class Session:
         backoff: How long to wait between attempts (BO-2): a `Backoff(base, cap, max_wait)`; a
             server's retry-after hint comes first, and a hint over `max_wait` is not waited out
             (BO-3). None means `Backoff()`: full jitter from 0.5 s, capped at 8 s, hints up to
-            60 s. `Backoff(base=0)` retries at once.
+            60 s while another route remains and up to 120 s on the last route (what the bare
+            openai SDK waits out). `Backoff(base=0)` retries at once.
         breaker_cooldown: Seconds after the stall breaker trips (WD-3) before one request is let
             through as a probe (BO-7).
         health: Where endpoint health is kept (HL-1): None for an in-process `MemoryHealth()`;
@@ -263,6 +272,7 @@ class Session:
         )
         watchdog = Watchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):
+            _honour_early_interrupt(watchdog)
             plan = self._plan(client_or_factory, params, api, watch_tool_args=on_tool_args is not None)
             watchdog.stale_timeout = plan.stale_timeout
             self._begin(plan, plan.link.begin())
@@ -353,6 +363,7 @@ class Session:
         check_callbacks(callbacks, interrupt)
         watchdog = LoopWatchdog(_UNPLANNED, interrupt)
         with self._in_flight_as(watchdog):  # SEC-8: before any planning work
+            _honour_early_interrupt(watchdog)
             from .drivers.aio import run_async
 
             made: list[ClientSource] = []
@@ -420,7 +431,7 @@ class Session:
                 stale_giveup=self.stale_giveup,
                 breaker_cooldown=self.breaker_cooldown,
                 # a probe whose process died frees the half-open slot after the longest a request lasts
-                probe_lease=route.stale_timeout * (self.retries + 1) + self.backoff.max_wait * self.retries,
+                probe_lease=route.stale_timeout * (self.retries + 1) + self.backoff.alone_wait * self.retries,
             )
             key = endpoint_key(route.api, route.source.peek(), route.model)
             route.link = EndpointLink(self.health, key, settings, machine.request_id)
@@ -507,7 +518,7 @@ class Session:
             stale_giveup=self.stale_giveup,
             backoff_base=backoff.base,
             backoff_cap=backoff.cap,
-            max_wait=backoff.max_wait,
+            max_wait_setting=backoff.max_wait,
             seed=_draws.getrandbits(32),  # BO-5: recorded, so replay draws the same jitter
         )
         request_id = f"{_draws.getrandbits(64):016x}"  # 16 hex digits, as uuid4().hex[:16] was

@@ -34,6 +34,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from .redact import error_text, traceback_text
 from .result import StreamResult
 from .telemetry_attributes import (
     input_attributes,
@@ -398,8 +399,10 @@ class RequestTelemetry:
                 "fsm_agent.route": self._route_name(None),
             }
         )
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        # SEC-9: the event's message and stack trace as the trace has them: redacted
+        redacted = {"exception.message": error_text(error), "exception.stacktrace": traceback_text(error)}
+        span.record_exception(error, attributes=redacted)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error_text(error)}"))
 
     def _route_name(self, result: StreamResult | None) -> str:
         # RT-1: the route that answered; without routes, the name a route would have by default.

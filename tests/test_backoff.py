@@ -25,7 +25,10 @@ from fsm_agent.request import RequestMachine
 
 # -- Backoff ------------------------------------------------------------------------------------------------
 def test_backoff_defaults_and_validation() -> None:
-    assert Backoff() == Backoff(base=0.5, cap=8.0, max_wait=60.0)
+    assert Backoff() == Backoff(base=0.5, cap=8.0, max_wait=None)
+    # BO-3's default: 60 s while another route remains, 120 s (the bare openai SDK's) on the last
+    assert (Backoff().switch_wait, Backoff().alone_wait) == (60.0, 120.0)
+    assert (Backoff(max_wait=5).switch_wait, Backoff(max_wait=5).alone_wait) == (5, 5)
     assert fsm_agent.Backoff is Backoff
     for bad in (-1, math.inf, math.nan):
         with pytest.raises(ValueError, match="finite number >= 0"):
@@ -113,6 +116,10 @@ NOW = 1_800_000_000.0
         ({"retry-after": "-1"}, None),
         ({"retry-after": "nan"}, None),
         ({"retry-after-ms": "inf"}, None),
+        ({"retry-after": "1" + "0" * 400}, None),  # BO-2: out of bounds is no hint, never OverflowError
+        ({"retry-after-ms": "9" * 4000}, None),
+        ({"retry-after": "31622401"}, None),  # a year and a day
+        ({"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"}, None),
         ({}, None),
     ],
 )
@@ -210,7 +217,7 @@ def test_back_off_zero_retries_at_once_and_the_options_retry_never_waits() -> No
 
 
 def test_a_hint_above_max_wait_fails_at_once_and_says_why() -> None:
-    m = _machine(max_wait=1.0)
+    m = _machine(max_wait_setting=1.0)
     m.feed(Start(), 0.0)
     out = m.feed(AttemptFailed(_status_error(429, {}), hint=5.0, hint_source="retry-after"), 0.1)
     assert m.state.value == "failed"
@@ -238,7 +245,7 @@ def test_a_request_starting_in_a_cooldown_waits_it_out_first() -> None:
     assert m.records[0].dest == "waiting" and m.records[0].inputs["wait_source"] == "cooldown"
     assert _kinds(m.feed(WaitOver(), 0.4)) == [act.OpenAttempt]
     # a cooldown beyond max_wait is not waited out: the request goes, and the server decides
-    m = _machine(cooldown_s=100.0, max_wait=60.0)
+    m = _machine(cooldown_s=100.0, max_wait_setting=60.0)
     assert _kinds(m.feed(Start(), 0.0)) == [act.OpenAttempt]
 
 

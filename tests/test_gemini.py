@@ -480,3 +480,35 @@ def test_retry_delay_forms_and_an_in_stream_resource_exhausted(delay: Any, secon
     assert retry_hint(gemini_error(error), 0.0) == (seconds, "retry-after")
     assert classify(gemini_error(error)) is ErrorKind.TRANSIENT
     assert retry_hint(gemini_error({**error, "details": [{"@type": "x.Other"}]}), 0.0) is None
+
+
+HUGE = 10**400  # more than a float holds: float(HUGE) raises OverflowError
+
+
+@pytest.mark.parametrize(
+    "delay",
+    [
+        {"seconds": HUGE},
+        {"seconds": 1, "nanos": HUGE},
+        {"seconds": str(HUGE)},
+        f"{HUGE}s",
+        "1e400s",
+        {"seconds": 10**9},
+        {"seconds": True},
+        {"seconds": -1},
+        {"seconds": 1, "nanos": 2_000_000_000},
+    ],
+)
+def test_bo2_a_retry_delay_out_of_bounds_is_no_hint_and_the_request_backs_off(kit: Kit, delay: Any) -> None:
+    """A garbled Duration (an integer of 400 digits, a year and more, nanos past a second) is no
+    hint: the request backs off on its own schedule and succeeds, as the bare SDK does; never an
+    OverflowError."""
+    detail = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
+    error = {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED", "details": [detail]}
+    assert retry_hint(gemini_error(error), 0.0) is None
+    body = google_error(429, "Resource has been exhausted (e.g. check quota).", [detail])
+    kit.emulator.script(Scenario.build(ANSWER, faults=[HttpError(429, body=body)]), Scenario.build(ANSWER))
+    result = kit.stream(fsm_agent.Session(backoff=INSTANT))
+    assert (result.content, result.attempts) == (ANSWER, 2)
+    assert _waits(result) == []  # INSTANT back-off, no hint: retried at once
+    kit.assert_clean(1)

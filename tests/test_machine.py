@@ -446,7 +446,7 @@ def _wire_event(rng: random.Random, first: bool) -> object:
     if choice == 3:
         return StreamEnd(frames=rng.randrange(2), keepalives=rng.randrange(2), complete=rng.random() < 0.5)
     if choice == 4:
-        hint = rng.choice([None, None, 0.5, 100.0])  # BO-2/BO-3: a hint, sometimes past max_wait
+        hint = rng.choice([None, None, 0.5, 200.0])  # BO-2/BO-3: a hint, sometimes past max_wait
         return AttemptFailed(
             _error(rng), kind=rng.choice(_KINDS), hint=hint, hint_source="retry-after" if hint else None
         )

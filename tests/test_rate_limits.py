@@ -318,6 +318,39 @@ def test_an_interrupt_during_a_30_s_wait_ends_the_request_at_once(bench: Bench, 
     bench.assert_clean()
 
 
+@pytest.mark.parametrize("hint", [90, 120])
+def test_bo3_a_hint_the_bare_openai_sdk_waits_out_is_waited_out_on_the_last_route(
+    bench: Bench, hint: int
+) -> None:
+    """BO-3's default on the last route is 120 s, as the bare openai SDK's: a 90 s or 120 s hint is
+    waited (the wait is announced, then interrupted here), never raised at once."""
+    bench.script(fail(429, retry_after=hint), ok())
+    notices = Notices()
+    event = threading.Event()
+
+    def on_status(message: str) -> None:
+        notices(message)
+        if message.startswith("waiting"):
+            event.set()
+
+    with pytest.raises(InterruptedError):
+        bench.stream(fsm_agent.Session(), on_status=on_status, interrupt=event)
+    assert notices.first("waiting")[1].startswith(f"waiting {hint:.1f} s before attempt 2: HTTP 429")
+    assert not any(message.startswith("giving up") for _, message in notices.items)
+    assert len(bench.emulator.requests) == 1
+    bench.assert_clean()
+
+
+def test_bo3_a_hint_over_120_s_is_raised_at_once_by_default(bench: Bench) -> None:
+    bench.script(fail(429, retry_after=121), ok())
+    notices = Notices()
+    with pytest.raises(bench.api.rate_limit_error):
+        bench.stream(fsm_agent.Session(), on_status=notices)
+    assert notices.items[-1][1].endswith("more than max_wait=120 s")
+    assert len(bench.emulator.requests) == 1
+    bench.assert_clean()
+
+
 def test_a_task_cancelled_during_a_30_s_wait_ends_at_once(bench: Bench) -> None:
     bench.script(fail(429, retry_after=30), ok())
 

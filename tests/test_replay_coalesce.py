@@ -103,7 +103,7 @@ def rerecord(found: RequestTrace) -> MemorySink:
         stale_giveup=chosen["stale_giveup"],
         backoff_base=chosen["backoff_base"],
         backoff_cap=chosen["backoff_cap"],
-        max_wait=chosen["max_wait"],
+        max_wait_setting=chosen["max_wait"],
         seed=chosen["seed"],
         stale_streak=chosen["stale_streak"],
         streaming_disabled=chosen["streaming_disabled"],

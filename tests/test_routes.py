@@ -309,6 +309,17 @@ def test_a_hint_longer_than_max_wait_switches(pair: Pair) -> None:
     assert switch.guards["hint_too_long"] is True
 
 
+@pytest.mark.parametrize("hint", [61, 90])
+def test_bo3_by_default_a_hint_over_60_s_switches_while_another_route_remains(pair: Pair, hint: int) -> None:
+    """BO-3's default: 60 s while another route can serve (the last route alone waits up to 120 s)."""
+    pair.primary.script(Scenario.build(faults=[HttpError(429, retry_after=hint)]))
+    pair.second.script(Scenario.build(ANSWER))
+    result = session().stream(pair.routes())
+    assert result.route == "anthropic_messages:claude-emulated" and len(pair.primary.requests) == 1
+    switch = next(record for record in result.records if record.dest == "switching")
+    assert switch.guards["hint_too_long"] is True and switch.inputs["max_wait"] == 60.0
+
+
 # -- interrupts, async ---------------------------------------------------------------------------------
 def test_an_interrupt_during_a_switch_ends_the_request(pair: Pair) -> None:
     pair.primary.script(Scenario.build(faults=[HttpError(503)]))

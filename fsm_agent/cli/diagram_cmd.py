@@ -41,6 +41,7 @@ def _run(args: argparse.Namespace, svg: bool) -> int:
     from ..diagram import write_diagrams, write_overlay
     from ..errors import TraceFormatError
     from ..trace.reader import read_trace
+    from ..trace.timeline import safe_text  # SEC-7: a file name's control characters, escaped
 
     out = sys.stdout
     if args.trace is None:
@@ -49,13 +50,14 @@ def _run(args: argparse.Namespace, svg: bool) -> int:
         try:
             trace = read_trace(args.trace)
         except TraceFormatError as exc:
-            print(f"fsm-agent diagram: {exc}", file=sys.stderr)
+            print(f"fsm-agent diagram: {safe_text(exc)}", file=sys.stderr)
             return 2
         requests = list(trace.requests.values())
         if args.request is not None:
             requests = [found for found in requests if found.request_id == args.request]
             if not requests:
-                print(f"fsm-agent diagram: no request {args.request!r} in {args.trace}", file=sys.stderr)
+                missing = f"no request {args.request!r} in {args.trace}"
+                print(f"fsm-agent diagram: {safe_text(missing)}", file=sys.stderr)
                 return 2
         records = [record for found in requests for record in found.records]
         stem = f"{Path(args.trace).stem}.overlay"
@@ -65,7 +67,7 @@ def _run(args: argparse.Namespace, svg: bool) -> int:
         if taken.unmatched:
             out.write(f"warning: {len(taken.unmatched)} record(s) match no row of the table (not drawn)\n")
     for path in paths:
-        out.write(f"wrote {path}\n")
+        out.write(f"wrote {safe_text(path)}\n")
     if svg and not any(path.suffix == ".svg" for path in paths):
         out.write("no SVG: Graphviz `dot` is not installed\n")
     return 0

@@ -381,8 +381,9 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
     async def _request_plain(self, client: Any) -> Any:
         arequest_plain = getattr(self.adapter, "arequest_plain", None)
         if arequest_plain is not None and is_async_client(client):
-            return await arequest_plain(client, self.params)
-        return await run_in_thread(partial(self.adapter.request_plain, client, self.params))
+            return await arequest_plain(client, self.params, max_bytes=self.max_bytes)
+        plain = partial(self.adapter.request_plain, client, self.params, max_bytes=self.max_bytes)
+        return await run_in_thread(plain)
 
     # -- closing ---------------------------------------------------------------------------------------
     async def _close_attempt(self) -> None:

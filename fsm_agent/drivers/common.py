@@ -24,6 +24,7 @@ from typing import Any
 from ..backoff import retry_hint
 from ..errors import sdk_native
 from ..events import AttemptFailed, Interrupt, StaleTimeout
+from ..redact import redact
 from ..urls import is_botocore_client, url_text
 
 __all__ = [
@@ -110,7 +111,7 @@ class Callbacks:
     def status(self, message: str) -> Any:
         if self._status is not None:
             try:
-                return self._status(message)
+                return self._status(redact(message))  # SEC-9: a notice may quote a provider's error
             except Exception:
                 log.warning("on_status raised; ignored", exc_info=True)
         return None

@@ -21,6 +21,7 @@ from ..endpoint import EndpointLink
 from ..errors import MachineError
 from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta, WaitOver
 from ..providers.base import Attempt, ProviderAdapter, as_plain
+from ..redact import scrub_error
 from ..request import RequestMachine
 from ..result import StreamResult
 from ..wire.pipeline import JsonBodyPipeline, Translator, WirePipeline
@@ -78,6 +79,7 @@ class DriverCore(Generic[W]):
         self.routes = routes  # RT-1: the request's routes; `source`/`adapter`/`params` are the current one's
         self.load_route = load_route  # reads a route's endpoint health: a RouteLoaded (awaitable in async)
         self._t0 = time.monotonic()
+        self._keyboard: KeyboardInterrupt | None = None  # RES-11: a Ctrl-C that ended the request
 
     def _use_route(self, index: int) -> None:
         """RT-2: later attempts go to route `index` (its client, API, params and stale timeout)."""
@@ -119,7 +121,7 @@ class DriverCore(Generic[W]):
             if kind is act.Raise:
                 # Raised by the driver, outside this generator: a StopIteration from the caller's
                 # callback must reach the caller as itself (CB-6), not as PEP 479's RuntimeError.
-                yield act.Raise(self.source.native(action.error))
+                yield act.Raise(self._caller_error(self.source.native(action.error)))
                 raise MachineError("the driver did not raise the machine's error")
             if kind is act.Remember:
                 yield action  # a store may need I/O (RedisHealth); nothing is decided meanwhile
@@ -159,8 +161,20 @@ class DriverCore(Generic[W]):
         return None
 
     # -- how an attempt (or the fallback request) ends -----------------------------------------------
+    def _caller_error(self, error: BaseException) -> BaseException:
+        """RES-11: what the caller gets for the machine's error. A Ctrl-C (`KeyboardInterrupt`)
+        that ended the request is re-raised as itself once the machine has closed everything: the
+        machine's `InterruptedError` is an `OSError`, which an `except Exception:` would swallow.
+        An interrupt by `session.interrupt()` or the `interrupt` event stays `InterruptedError`."""
+        keyboard, self._keyboard = self._keyboard, None  # the driver must not keep the error alive
+        if keyboard is not None and isinstance(error, InterruptedError):
+            return keyboard
+        return scrub_error(error)  # SEC-9: no secret in the error's text, nor in its chain
+
     def _failure(self, exc: BaseException, opened_at: float | None) -> Decided:
         """Feed whatever ended an attempt opened at `opened_at` (None: the fallback request)."""
+        if isinstance(exc, KeyboardInterrupt):
+            self._keyboard = exc  # fed as an Interrupt; the caller gets it back (`_caller_error`)
         watchdog = self.watchdog
         fired = watchdog.fired
         event = failure_event(

@@ -14,7 +14,14 @@ import time
 from typing import Any
 
 from .. import actions as act
-from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, ReasoningDelta, TextDelta
+from ..events import (
+    FallbackDelivered,
+    FallbackFinished,
+    FinishedResponse,
+    Interrupt,
+    ReasoningDelta,
+    TextDelta,
+)
 from ..providers.base import Attempt
 from ..result import StreamResult
 from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
@@ -41,6 +48,7 @@ class SyncDriver(DriverCore[Watchdog]):
                     source.release()
             finally:
                 self.watchdog.stop()
+                self._keyboard = None
                 self.machine.forget_error()  # the error raised holds this request, not the reverse
 
     def _loop(self) -> StreamResult:
@@ -85,7 +93,11 @@ class SyncDriver(DriverCore[Watchdog]):
         if kind is act.Wait:
             # BO-4: blocks on the request's interrupt switch (no polling); the watchdog is disarmed
             # between attempts, so the wait is no stall.
-            self.watchdog.wait(action.seconds)
+            try:
+                self.watchdog.wait(action.seconds)
+            except KeyboardInterrupt as exc:  # RES-11: Ctrl-C while waiting: the machine ends the request
+                self._keyboard = exc
+                return self._feed(Interrupt())
             return self._waited()
         if kind is act.Remember:
             self.health.remember(action)
@@ -283,7 +295,7 @@ class SyncDriver(DriverCore[Watchdog]):
         watchdog.arm(blocked_read_aborter())
         try:
             if response is None:
-                response = self.adapter.request_plain(client, self.params)
+                response = self.adapter.request_plain(client, self.params, max_bytes=self.max_bytes)
             events = finished_events(self.adapter, response)
         except BaseException as exc:
             watchdog.disarm()

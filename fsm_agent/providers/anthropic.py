@@ -68,10 +68,10 @@ class AnthropicAdapter(SDKAdapter):
     ) -> tuple[Any, dict[str, Any]]:
         return client.messages, self.stream_params(params, plan)
 
-    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
+    def plain_call(self, client: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         kwargs = dict(params)
         kwargs.pop("stream", None)
-        return client.messages.create(**kwargs)
+        return client.messages, kwargs
 
     def finished_events(self, response: Any) -> list[Any]:
         return message_events(response)

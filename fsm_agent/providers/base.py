@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import Any, Protocol
 
 from ..actions import OpenAttempt
-from ..wire.pipeline import Translator
+from ..wire.pipeline import DEFAULT_MAX_BYTES, Translator, aread_json_body, read_json_body
 from ..wire.shapes import guarded, malformed
 
 __all__ = [
@@ -52,8 +52,9 @@ class ProviderAdapter(Protocol):
 
     def translator(self) -> Translator: ...
 
-    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        """The same request without streaming (RES-9 fallback); returns the finished response."""
+    def request_plain(self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+        """The same request without streaming (RES-9 fallback); returns the finished response, its
+        body read under `max_bytes` (SEC-5)."""
         ...
 
     def finished_events(self, response: Any) -> list[Any]:
@@ -208,6 +209,12 @@ def _body_bytes(http: Any) -> Iterator[bytes]:
     return http.iter_bytes()  # type: ignore[no-any-return]
 
 
+def _abody_bytes(http: Any) -> Any:
+    """As `_body_bytes`, async: raw bytes are the content when nothing encodes them."""
+    raw = hasattr(http, "aiter_raw") and _raw_is_decoded(http)
+    return http.aiter_raw() if raw else http.aiter_bytes()
+
+
 def _as_is(body: Any) -> Any:
     return body
 
@@ -224,9 +231,7 @@ async def aopen_streaming(manager: Any, as_finished: Callable[[Any], Any] | None
     """`open_streaming` for async clients: the same, awaited."""
     response = await manager.__aenter__()
     http = response.http_response
-    # As `_body_bytes`: raw bytes are the content when nothing encodes them.
-    raw = hasattr(http, "aiter_raw") and _raw_is_decoded(http)
-    chunks = http.aiter_raw() if raw else http.aiter_bytes()
+    chunks = _abody_bytes(http)
 
     async def closer() -> None:
         try:
@@ -288,8 +293,19 @@ class SDKAdapter:
         """The endpoint (`client.chat.completions`, …) and this attempt's `create` arguments."""
         raise NotImplementedError
 
-    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
+    def plain_call(self, client: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The endpoint and the `create` arguments of the same request without streaming (RES-9)."""
         raise NotImplementedError
+
+    def request_plain(self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+        """RES-9's plain request through the SDK's raw response, its body read by the one body
+        reader under the byte cap (SEC-5), then made the SDK's object (`from_json`)."""
+        endpoint, kwargs = self.plain_call(client, params)
+        raw_api = getattr(endpoint, "with_streaming_response", None)
+        if raw_api is None:  # a client shaped like the SDK without its raw API: its own answer
+            return endpoint.create(**kwargs)
+        with raw_api.create(**kwargs) as response:
+            return read_json_body(_body_bytes(response.http_response), self.from_json, max_bytes)
 
     @staticmethod
     def is_finished(obj: Any) -> bool:
@@ -329,9 +345,16 @@ class SDKAdapter:
     def finished_events(self, response: Any) -> list[Any]:
         raise NotImplementedError
 
-    async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        response = self.request_plain(client, params)
-        return await response if inspect.isawaitable(response) else response
+    async def arequest_plain(
+        self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> Any:
+        endpoint, kwargs = self.plain_call(client, params)
+        raw_api = getattr(endpoint, "with_streaming_response", None)
+        if raw_api is None:
+            response = endpoint.create(**kwargs)
+            return await response if inspect.isawaitable(response) else response
+        async with raw_api.create(**kwargs) as response:
+            return await aread_json_body(_abody_bytes(response.http_response), self.from_json, max_bytes)
 
 
 def as_plain(obj: Any) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import threading
 import weakref
 from collections.abc import Iterator
 from functools import partial
@@ -33,6 +34,7 @@ from ..events import (
 )
 from ..redact import redact, truncate
 from ..result import Usage
+from ..wire.pipeline import DEFAULT_MAX_BYTES, SLICE
 from ..wire.shapes import INT, PAYLOAD_ERRORS, STR, Shape, as_malformed
 from ..wire.sse import SSEFrame
 from .base import Attempt, as_plain, malformed
@@ -235,7 +237,7 @@ class BedrockTranslator:
         if isinstance(tool, dict):
             fragment = tool.get("input")
             if fragment is not None and not isinstance(fragment, str):
-                fragment = json.dumps(fragment, ensure_ascii=False)
+                fragment = _arguments(fragment)
             if fragment:
                 events.append(ToolCallDelta(index=self._tool_index(body), arguments=fragment))
 
@@ -272,6 +274,16 @@ _HANDLERS = {
 }
 
 
+def _arguments(value: Any) -> str:
+    """A tool input botocore decoded (a JSON document) as the arguments' JSON text. botocore's
+    decoder takes NaN and Infinity, which JSON has not: such an input is a malformed chunk (SEC-4),
+    as the same payload is on Chat, never arguments that are not JSON."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise _malformed("toolUse.input holds NaN or Infinity, which JSON cannot", value) from None
+
+
 def converse_events(response: Any, meta: ResponseMeta | None = None) -> list[Any]:
     """A finished `converse()` answer as events, for the fallback (RES-9, PRV-B2)."""
     body = as_plain(response)
@@ -294,7 +306,7 @@ def converse_events(response: Any, meta: ResponseMeta | None = None) -> list[Any
         if isinstance(tool, dict):
             arguments = tool.get("input")
             if not isinstance(arguments, str):
-                arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+                arguments = _arguments(arguments if arguments is not None else {})
             call_id = tool.get("toolUseId")
             name = tool.get("name")
             events.append(
@@ -408,20 +420,53 @@ class BedrockEvents:
 
 
 class _Budget:
-    """Bytes read under one Bedrock stream, against the cap (SEC-5)."""
+    """Bytes read under one Bedrock stream or body, against the cap (SEC-5)."""
 
-    __slots__ = ("cap", "read")
+    __slots__ = ("cap", "read", "what")
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, what: str = "the event stream") -> None:
         self.cap = cap
         self.read = 0
+        self.what = what
 
     def count(self, size: int) -> None:
         self.read += size
         if self.read > self.cap:
-            raise StreamLimitError(
-                f"the event stream passed the cap of {self.cap} bytes per attempt; aborted"
-            )
+            raise StreamLimitError(f"{self.what} passed the cap of {self.cap} bytes per attempt; aborted")
+
+
+# SEC-5 on the plain request (RES-9): botocore reads a `converse()` body whole, with no cap. A
+# handler on the client's `before-send` event of Converse sends the request itself, with the body
+# left unread, and reads it under the byte cap as botocore would have (`raw.stream()`), so a
+# runaway answer ends at the cap. Registered once per client; it acts only for a thread inside our
+# `request_plain` (the cap is thread-local), so the caller's own `converse()` calls are untouched.
+_CONVERSE_SEND = "before-send.bedrock-runtime.Converse"
+_CAPPED_ID = "fsm_agent.capped-converse"
+_capped = threading.local()
+
+
+def _capped_send(request: Any, **_: Any) -> Any:
+    plan = getattr(_capped, "plan", None)
+    if plan is None:
+        return None
+    session, max_bytes = plan
+    request.stream_output = True  # urllib3 leaves the body unread: it is read below, under the cap
+    response = session.send(request)
+    raw = response.raw
+    budget = _Budget(max_bytes, "the response body")
+    parts: list[bytes] = []
+    try:
+        for chunk in raw.stream(SLICE):
+            budget.count(len(chunk))
+            parts.append(chunk)
+    except BaseException:
+        parts.clear()
+        with contextlib.suppress(Exception):  # the connection is not reused half-read
+            raw.close()
+            raw.release_conn()
+        raise
+    response._content = b"".join(parts)  # what `AWSResponse.content` would have read
+    return response
 
 
 class BedrockAdapter:
@@ -455,8 +500,18 @@ class BedrockAdapter:
         events = BedrockEvents(stream)
         return Attempt(objects=events, closer=events.close, sock=_socket_under(stream), limit=events.limit)
 
-    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        response = client.converse(**params)
+    def request_plain(self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+        session = getattr(getattr(client, "_endpoint", None), "http_session", None)
+        events = getattr(getattr(client, "meta", None), "events", None)
+        if session is None or events is None or not hasattr(session, "send"):  # not botocore's
+            response = client.converse(**params)
+        else:
+            events.register(_CONVERSE_SEND, _capped_send, unique_id=_CAPPED_ID)
+            _capped.plan = (session, max_bytes)
+            try:
+                response = client.converse(**params)
+            finally:
+                _capped.plan = None
         self._remember(params, response)
         return response
 

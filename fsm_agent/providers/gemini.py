@@ -13,20 +13,22 @@ Those are private names of the SDK. `wire_request` checks that they are all ther
 missing (another SDK version, or a client that only looks like `genai.Client`) the attempt falls
 back to iterating `generate_content_stream` and reading its objects (WIRE-5): the same events, at
 the SDK's cost per chunk. A JSON body answered to the streaming request is a finished response
-(WIRE-5). The non-streaming fallback (RES-9) is the public `generate_content`. Sync clients and
-`client.aio` alike. Never decides policy.
+(WIRE-5), read by the driver's body reader under the byte cap (SEC-5). The non-streaming fallback
+(RES-9) is `generateContent` sent the same way, its body read by that same reader under the cap;
+without the internals, the public `generate_content`. Sync clients and `client.aio` alike.
+Never decides policy.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 from ..actions import OpenAttempt
+from ..wire.pipeline import DEFAULT_MAX_BYTES, aread_json_body, read_json_body
 from .base import (
     AsyncAttempt,
     Attempt,
@@ -41,6 +43,9 @@ __all__ = ["GeminiAdapter", "is_finished_response", "wire_request"]
 _PARAMS = frozenset({"model", "contents", "config"})
 
 log = logging.getLogger("fsm_agent")
+
+_STREAM = "streamGenerateContent?alt=sse"  # the streaming request's method
+_PLAIN = "generateContent"  # the plain request's (RES-9)
 
 
 def _check_params(params: dict[str, Any]) -> dict[str, Any]:
@@ -63,9 +68,12 @@ def is_finished_response(obj: Any) -> bool:
     return hasattr(obj, "candidates") and not hasattr(obj, "__next__") and not hasattr(obj, "__anext__")
 
 
-def wire_request(client: Any, params: dict[str, Any], read_timeout: float) -> tuple[Any, Any] | None:
-    """(the SDK's api client, the built `HttpRequest` of `streamGenerateContent?alt=sse`), or None
-    when this SDK does not have the internals the raw path needs (the caller reads objects)."""
+def wire_request(
+    client: Any, params: dict[str, Any], read_timeout: float | None, method: str = _STREAM
+) -> tuple[Any, Any] | None:
+    """(the SDK's api client, the built `HttpRequest` of `method`: `streamGenerateContent?alt=sse`,
+    or `generateContent` for the plain request), or None when this SDK does not have the internals
+    the raw path needs (the caller uses the SDK's public call)."""
     api = getattr(getattr(client, "models", None), "_api_client", None)
     try:
         from google.genai import _common, types
@@ -85,7 +93,7 @@ def wire_request(client: Any, params: dict[str, Any], read_timeout: float) -> tu
     if api is None or any(part is None for part in needed):
         return None
     try:
-        return _build(api, params, read_timeout, types, genai_models, _common)
+        return _build(api, params, read_timeout, types, genai_models, _common, method)
     except (TypeError, AttributeError, KeyError):
         # The internals exist but are shaped differently (another SDK version): read objects. An
         # error that is the caller's own comes back from the SDK's public call the same way.
@@ -94,7 +102,13 @@ def wire_request(client: Any, params: dict[str, Any], read_timeout: float) -> tu
 
 
 def _build(
-    api: Any, params: dict[str, Any], read_timeout: float, types: Any, genai_models: Any, _common: Any
+    api: Any,
+    params: dict[str, Any],
+    read_timeout: float | None,
+    types: Any,
+    genai_models: Any,
+    _common: Any,
+    method: str,
 ) -> tuple[Any, Any]:
     config = params.get("config")
     try:
@@ -113,20 +127,30 @@ def _build(
     )
     request_dict = to_wire(api, parameters, None, parameters)
     url = request_dict.get("_url")
-    path = "{model}:streamGenerateContent?alt=sse"
+    path = "{model}:" + method
     path = path.format_map(url) if url else path
     query = request_dict.get("_query")
     if query:
-        path = f"{path}&{urlencode(query)}"
+        path = f"{path}{'&' if '?' in path else '?'}{urlencode(query)}"
     request_dict.pop("config", None)
     http_options = parameters.config.http_options if parameters.config is not None else None
     request_dict = _common.encode_unserializable_types(_common.convert_to_dict(request_dict))
     http_request = api._build_request("post", path, request_dict, http_options)
     # WD-1 in the open phase: no read waits longer than the stale timeout. Set on the request, not
     # through http_options, which would also send the server an X-Server-Timeout header.
-    if http_request.timeout is None or http_request.timeout > read_timeout:
+    if read_timeout is not None and (http_request.timeout is None or http_request.timeout > read_timeout):
         http_request.timeout = read_timeout
     return api, http_request
+
+
+def _json_attempt(http: Any) -> Attempt:
+    """A 200 answered with one JSON body (WIRE-5): read by the driver's one body reader, under the
+    byte cap and the watchdog like a stream (SEC-5); the body is the finished response."""
+    return Attempt(chunks=_sync_chunks(http), closer=http.close, sock=socket_of(http), json_body=_as_body)
+
+
+def _as_body(body: Any) -> Any:
+    return body
 
 
 def _is_json(http: Any) -> bool:
@@ -187,11 +211,7 @@ class GeminiAdapter:
         response = api._request_once(http_request, stream=True)
         http = response.response_stream
         if _is_json(http):
-            try:
-                body = json.loads(http.read() if hasattr(http, "iter_bytes") else http.content)
-            finally:
-                http.close()
-            return Attempt(finished=body)
+            return _json_attempt(http)
         return Attempt(chunks=_sync_chunks(http), closer=http.close, sock=socket_of(http))
 
     @staticmethod
@@ -200,8 +220,18 @@ class GeminiAdapter:
             return returned
         return _plain_objects(returned)
 
-    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        return client.models.generate_content(**_check_params(params))
+    def request_plain(self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+        """RES-9's `generateContent`, its body read by the one body reader under the cap (SEC-5)."""
+        kwargs = _check_params(params)
+        built = wire_request(client, kwargs, None, _PLAIN)
+        if built is None:
+            return client.models.generate_content(**kwargs)
+        api, http_request = built
+        http = api._request_once(http_request, stream=True).response_stream
+        try:
+            return read_json_body(_sync_chunks(http), _as_body, max_bytes)
+        finally:
+            http.close()
 
     # -- async clients (`client.aio`) ----------------------------------------------------------------
     async def aopen(
@@ -225,12 +255,6 @@ class GeminiAdapter:
         response = await send(http_request, stream=True, **quiet)
         http = response.response_stream
         if hasattr(http, "aiter_bytes"):  # httpx / httpx2
-            if _is_json(http):
-                try:
-                    body = json.loads(await http.aread())
-                finally:
-                    await http.aclose()
-                return AsyncAttempt(finished=body)
             chunks: AsyncIterator[bytes] = http.aiter_bytes()
 
             async def closer() -> None:
@@ -239,21 +263,35 @@ class GeminiAdapter:
                 finally:
                     await http.aclose()
 
-            return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http))
-        # aiohttp (when the SDK is installed with it): its content reader, released when done.
-        if _is_json(http):
-            try:
-                body = json.loads(await http.read())
-            finally:
-                http.release()
-            return AsyncAttempt(finished=body)
+            json_body = _as_body if _is_json(http) else None  # WIRE-5: read under the cap (SEC-5)
+            return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http), json_body=json_body)
 
+        # aiohttp (when the SDK is installed with it): its content reader, released when done.
         async def release() -> None:
             http.release()
 
-        return AsyncAttempt(chunks=http.content.iter_any(), closer=release)
+        json_body = _as_body if _is_json(http) else None
+        return AsyncAttempt(chunks=http.content.iter_any(), closer=release, json_body=json_body)
 
-    async def arequest_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        response = client.models.generate_content(**_check_params(params))
-        return await response if inspect.isawaitable(response) else response
+    async def arequest_plain(
+        self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> Any:
+        kwargs = _check_params(params)
+        built = wire_request(client, kwargs, None, _PLAIN)
+        if built is None:
+            response = client.models.generate_content(**kwargs)
+            return await response if inspect.isawaitable(response) else response
+        api, http_request = built
+        send = api._async_request_once
+        quiet = {"implicit_retry": False} if "implicit_retry" in inspect.signature(send).parameters else {}
+        http = (await send(http_request, stream=True, **quiet)).response_stream
+        if hasattr(http, "aiter_bytes"):  # httpx / httpx2
+            try:
+                return await aread_json_body(http.aiter_bytes(), _as_body, max_bytes)
+            finally:
+                await http.aclose()
+        try:  # aiohttp
+            return await aread_json_body(http.content.iter_any(), _as_body, max_bytes)
+        finally:
+            http.release()
 

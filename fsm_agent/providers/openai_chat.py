@@ -447,11 +447,11 @@ class ChatCompletionsAdapter(SDKAdapter):
     ) -> tuple[Any, dict[str, Any]]:
         return client.chat.completions, self.stream_params(client, params, plan)
 
-    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
+    def plain_call(self, client: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         kwargs = dict(params)
         kwargs.pop("stream", None)
         kwargs.pop("stream_options", None)
-        return client.chat.completions.create(**kwargs)
+        return client.chat.completions, kwargs
 
     def finished_events(self, response: Any) -> list[Any]:
         return completion_events(response)

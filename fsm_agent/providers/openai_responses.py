@@ -496,8 +496,8 @@ class ResponsesAdapter(SDKAdapter):
     ) -> tuple[Any, dict[str, Any]]:
         return client.responses, {**self.stream_params(params), "stream": True}
 
-    def request_plain(self, client: Any, params: dict[str, Any]) -> Any:
-        return client.responses.create(**self.stream_params(params))
+    def plain_call(self, client: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        return client.responses, self.stream_params(params)
 
     def finished_events(self, response: Any) -> list[Any]:
         return response_events(response)

@@ -40,7 +40,7 @@ from ..events import (
     UsageReport,
     WaitOver,
 )
-from ..redact import redact, truncate
+from ..redact import error_text, redact
 from ..result import Usage, built
 
 __all__ = [
@@ -110,7 +110,7 @@ def encode_error(error: BaseException, from_callback: bool, kind: ErrorKind | No
     return {
         "type": type(error).__name__,
         "module": type(error).__module__,
-        "message": truncate(redact(str(error)), _MAX_MESSAGE),
+        "message": error_text(error, _MAX_MESSAGE),
         "kind": kind.value if kind is not None else None,
         "status": status_of(error),
         "code": code if isinstance(code, str) else None,

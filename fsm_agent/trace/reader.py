@@ -14,6 +14,7 @@ import gc
 import io
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
@@ -287,12 +288,32 @@ def _add(trace: Trace, obj: Any, lineno: int) -> None:
 
 
 # -- the whole trace ----------------------------------------------------------------------------------
+def _open_regular(name: str | bytes) -> Any:
+    """`name` opened for reading if it is a regular file. A FIFO with no writer would block the
+    reader forever, a device would never end: both are refused at once (TraceFormatError). Opened
+    without blocking, then checked on the open descriptor (no race with a rename)."""
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise TraceFormatError(f"{os.fsdecode(name)}: is a directory, not a trace file")
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise TraceFormatError(f"{os.fsdecode(name)}: is {kind}, not a regular trace file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_trace(source: Any, *, max_line: int = MAX_LINE_BYTES) -> Trace:
     """Read a trace from a path, an open binary file, or a sink that keeps `lines` (MemorySink)."""
     if isinstance(source, (str, os.PathLike)):
         name = os.fspath(source)
         try:
-            with open(name, "rb") as stream:
+            with _open_regular(name) as stream:
                 return _read_stream(stream, name, max_line)
         except FileNotFoundError:
             raise TraceFormatError(f"{name}: no such trace file") from None

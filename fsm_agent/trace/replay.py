@@ -15,6 +15,7 @@ nothing from a trace.
 from __future__ import annotations
 
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -68,6 +69,10 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "cooldown_s": (int, float),
     "breaker_probe": (bool,),
 }
+# Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
+_NON_NEGATIVE = frozenset(
+    {"retries", "stale_giveup", "stale_streak", "backoff_base", "backoff_cap", "max_wait", "cooldown_s"}
+)
 _FLOATS = ("stale_timeout", "backoff_base", "backoff_cap", "max_wait", "cooldown_s")
 _DEFAULTS: dict[str, Any] = {
     "retries": 2,
@@ -76,7 +81,7 @@ _DEFAULTS: dict[str, Any] = {
     "stale_giveup": 5,
     "backoff_base": 0.5,
     "backoff_cap": 8.0,
-    "max_wait": 60.0,
+    "max_wait": None,  # BO-3's default bounds (60 s with another route, 120 s on the last)
     "seed": 0,
     "stale_streak": 0,
     "streaming_disabled": False,
@@ -166,6 +171,10 @@ def recorded_settings(found: RequestTrace) -> dict[str, Any]:
         kinds = SETTINGS[name]
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             raise TraceFormatError(f"request {found.request_id} ({where}): bad {name} {value!r}")
+        if name in _NON_NEGATIVE and isinstance(value, (int, float)) and not 0 <= value < math.inf:
+            raise TraceFormatError(
+                f"request {found.request_id} ({where}): bad {name} {value!r} (a finite number >= 0)"
+            )
         settings[name] = value
     names = header.routes if header is not None else ()
     if not names and header is not None and header.api is not None:
@@ -188,7 +197,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         stale_giveup=settings["stale_giveup"],
         backoff_base=float(settings["backoff_base"]),
         backoff_cap=float(settings["backoff_cap"]),
-        max_wait=float(settings["max_wait"]),
+        max_wait_setting=None if settings["max_wait"] is None else float(settings["max_wait"]),
         seed=settings["seed"],
         stale_streak=settings["stale_streak"],
         streaming_disabled=settings["streaming_disabled"],

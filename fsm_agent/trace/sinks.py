@@ -125,7 +125,7 @@ def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
             "stale_timeout": stale_timeout,
             "backoff_base": ctx.backoff_base,
             "backoff_cap": ctx.backoff_cap,
-            "max_wait": ctx.max_wait,
+            "max_wait": ctx.max_wait_setting,  # None: BO-3's default bounds
             "seed": ctx.seed,
         },
         "memory": {

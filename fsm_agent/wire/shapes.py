@@ -245,25 +245,30 @@ def parse_json(data: str | bytes, what: str) -> Any:
         else:
             if end == len(data):
                 return value
+    # Raised after the `except` blocks, not inside them: the decoder's error (a JSONDecodeError
+    # holds the whole raw frame in `doc`) is neither the cause nor the context of ours (SEC-9).
+    failure: ProviderStreamError
     try:
         return _decode(data if isinstance(data, str) else data.decode("utf-8"))
     except RecursionError:
-        raise ProviderStreamError(
+        failure = ProviderStreamError(
             f"malformed {what}: nested too deeply to decode",
             code=MALFORMED,
             raw_text=truncate(redact(_head(data)), 200),
-        ) from None
+        )
     except ValueError as exc:
         text = _head(data)
         if "JSON number" in str(exc) or "overflows" in str(exc):
-            raise ProviderStreamError(
+            failure = ProviderStreamError(
                 f"malformed {what}: {exc}", code=MALFORMED, raw_text=truncate(redact(text), 200)
-            ) from None
-        raise ProviderStreamError(
-            f"the provider sent a stream frame that is not JSON: {truncate(redact(text), 200)!r}",
-            code="provider_stream_non_json_data",
-            raw_text=truncate(redact(text)),
-        ) from None
+            )
+        else:
+            failure = ProviderStreamError(
+                f"the provider sent a stream frame that is not JSON: {truncate(redact(text), 200)!r}",
+                code="provider_stream_non_json_data",
+                raw_text=truncate(redact(text)),
+            )
+    raise failure
 
 
 def _head(data: str | bytes, limit: int = 8192) -> str:
