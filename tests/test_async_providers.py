@@ -237,9 +237,11 @@ def test_wd1_stall_before_text_is_retried(aleaks: AsyncLeakCheck, kit: Kit, open
         return result
 
     result = aleaks.run(main)
-    assert (result.content, result.attempts) == ("Hello again.", 2)
-    assert sum(r.dest == "stalled" for r in result.records) == 1
-    closed_once(opened, 2)
+    # The silent attempt stalled and the next answered. A loaded machine may keep a healthy attempt
+    # past 0.3 s as well (each later one is served healthy): every attempt but the last stalled.
+    assert result.content == "Hello again." and result.attempts >= 2
+    assert sum(r.dest == "stalled" for r in result.records) == result.attempts - 1
+    closed_once(opened, result.attempts)
 
 
 def test_res9_streaming_unavailable_falls_back(aleaks: AsyncLeakCheck, kit: Kit) -> None:
