@@ -224,11 +224,16 @@ def test_the_status_bar_counts_down_a_rate_limit_wait(terminal: Callable[..., Te
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+@pytest.mark.parametrize(
+    "args",
+    [("demo", "--frame-delay", "0"), ("stream", "--emulator", "reasoning", "hi")],
+    ids=["demo", "stream"],
+)
 def test_a_terminal_that_cannot_show_the_glyphs_gets_ascii(
-    terminal: Callable[..., Terminal], encoding: str
+    terminal: Callable[..., Terminal], args: tuple[str, ...], encoding: str
 ) -> None:
     """A non-UTF-8 terminal: the live display draws what the encoding can show, never a traceback."""
-    term = terminal("demo", "--frame-delay", "0", env={"PYTHONIOENCODING": encoding, "LC_ALL": "C"})
+    term = terminal(*args, env={"PYTHONIOENCODING": encoding, "LC_ALL": "C"})
     status = term.finish()
     written = bytes(term.raw).decode(encoding)  # every byte is of the terminal's own encoding
     assert status == 0 and "Traceback" not in written, written[-2000:]
