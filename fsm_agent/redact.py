@@ -216,11 +216,18 @@ class RedactingFilter(logging.Filter):
     exception text redacted (the exception's own objects are scrubbed too)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:
-            return True  # a bad format string: logging reports it as it would
-        record.msg, record.args = redact(message), None
+        if isinstance(record.msg, dict):
+            # structlog's stdlib integration (ProcessorFormatter) hands the event dict itself to
+            # the formatter: it must stay a dict, its values redacted.
+            record.msg = redact_value(record.msg)
+            if record.args:
+                record.args = redact_value(record.args)
+        else:
+            try:
+                message = record.getMessage()
+            except Exception:
+                return True  # a bad format string: logging reports it as it would
+            record.msg, record.args = redact(message), None
         if record.exc_info and record.exc_info[1] is not None:
             scrub_error(record.exc_info[1])
             if not record.exc_text:

@@ -55,6 +55,7 @@ from .events import (
 )
 from .guards import GUARDS, RequestContext
 from .machine import INITIAL, TRIGGERS, State, fire, guard_method
+from .redact import error_text, redact_value
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
@@ -639,9 +640,9 @@ def error_summary(error: BaseException | None) -> dict[str, Any] | None:
     summary: dict[str, Any] = {
         "type": type(error).__name__,
         "code": getattr(error, "code", None),
-        "message": str(error),
+        "message": error_text(error),  # SEC-9: a provider may echo a key in its words
     }
     body = getattr(error, "body", None)
     if body is not None:
-        summary["body"] = body
+        summary["body"] = redact_value(body)
     return summary

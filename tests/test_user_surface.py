@@ -228,3 +228,28 @@ def test_basic_logging_shows_one_short_line_a_transition_at_info_and_the_record_
 
         records = [json.loads(line) for line in ours]
         assert [r["dest"] for r in records][-1] == "done" and "inputs" in records[0]
+
+
+def test_structlog_through_the_standard_library_keeps_its_event_dicts() -> None:
+    """structlog's stdlib set-up (ProcessorFormatter) hands the event dict to the formatter: the
+    redaction filter on the `fsm_agent` logger keeps it a dict, so every transition is written."""
+    code = (
+        "import logging, sys, openai, structlog, fsm_agent\n"
+        "from fsm_agent.testing import Emulator, Scenario\n"
+        "structlog.configure(processors=[structlog.stdlib.ProcessorFormatter.wrap_for_formatter],\n"
+        "                    logger_factory=structlog.stdlib.LoggerFactory())\n"
+        "handler = logging.StreamHandler(sys.stdout)\n"
+        "render = structlog.processors.JSONRenderer()\n"
+        "handler.setFormatter(structlog.stdlib.ProcessorFormatter(processor=render))\n"
+        "logging.getLogger().addHandler(handler); logging.getLogger().setLevel(logging.INFO)\n"
+        "with Emulator() as em:\n"
+        "    em.script(Scenario.build('Hello there.'))\n"
+        "    client = openai.OpenAI(base_url=em.openai_base_url, api_key='sk-proj-0123456789abcdefghij')\n"
+        "    fsm_agent.Session().stream(client, {'model': 'm', 'messages': []})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and "Logging error" not in done.stderr, done.stderr
+    import json
+
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [e["dest"] for e in events if e.get("event") == "transition"][-1] == "done", done.stdout
