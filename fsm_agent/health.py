@@ -115,9 +115,11 @@ def _length(until: float, at: float) -> float:
     return until - at if at > 0 and until > at else 0.0
 
 
-def apply(health: EndpointHealth, change: HealthChange) -> EndpointHealth:
-    """The health after `change` (pure; every store uses it)."""
-    updated = bounded(health, change.at) if change.at > 0 else health
+def apply(health: EndpointHealth, change: HealthChange, *, bound: bool = True) -> EndpointHealth:
+    """The health after `change` (pure; every store uses it). `bound=False` for a change written
+    late (queued while the store was away): its clock is old, and bounding by it would cut short
+    the deadlines other processes set since."""
+    updated = bounded(health, change.at) if bound and change.at > 0 else health
     if change.success:
         updated = replace(
             updated,

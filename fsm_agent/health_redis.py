@@ -44,6 +44,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -120,17 +121,16 @@ class HealthStoreUnavailable(Exception):
     """Redis did not answer usably (down, slow, garbled); the store falls back to memory."""
 
 
-def encode(health: EndpointHealth) -> str:
-    """The stored JSON: only the fields that differ from a healthy endpoint, in a fixed order."""
-    return json.dumps(
-        {
-            name: getattr(health, name)
-            for name in _SCHEMA
-            if getattr(health, name) != getattr(_HEALTHY, name)
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+def encode(health: EndpointHealth, writer: str = "") -> str:
+    """The stored JSON: only the fields that differ from a healthy endpoint, in a fixed order, and
+    the `writer` token of the write that stored it (`decode` ignores it, as any field it does not
+    know): a retried write tells its own value from a rival's equal one by it."""
+    fields: dict[str, Any] = {
+        name: getattr(health, name) for name in _SCHEMA if getattr(health, name) != getattr(_HEALTHY, name)
+    }
+    if writer:
+        fields["writer"] = writer
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
 def decode(raw: bytes | str | None) -> EndpointHealth:
@@ -155,13 +155,14 @@ def decode(raw: bytes | str | None) -> EndpointHealth:
     return EndpointHealth(**fields)
 
 
-def _expiry(health: EndpointHealth, now: float) -> tuple[str, str]:
+def _expiry(health: EndpointHealth, now: float, writer: str = "") -> tuple[str, str]:
     """(new value, time to live in ms) for the CAS script: ("", "") deletes the key. `now` is the
     writer's clock, the one the value's deadlines were set by."""
     expires = health.expires_at(now)
     if health.is_default() or (expires is not None and expires <= now):
         return "", ""
-    return encode(health), "" if expires is None else str(max(1, math.ceil((expires - now) * 1000)))
+    ttl = "" if expires is None else str(max(1, math.ceil((expires - now) * 1000)))
+    return encode(health, writer), ttl
 
 
 def _connection_settings(client: Any) -> dict[str, Any]:
@@ -267,8 +268,9 @@ class RedisHealth:
         self.round_trips = 0  # Redis commands sent (benchmarks and tests read it)
         self._closed = False
         self._start_in_this_process()
+        _reset_in_forked_children(self)
 
-    def _start_in_this_process(self) -> None:
+    def _start_in_this_process(self) -> None:  # also run by the at-fork hook below
         """The locks, connection slots and worker threads of this process (again in a forked
         child, where a lock or slot held by a thread of the parent would never be released). The
         parent's queued changes stay the parent's to write: a child writing them too would count
@@ -303,13 +305,18 @@ class RedisHealth:
         and only the socket waits count against `timeout`. A request cancelled meanwhile leaves the
         operation to finish (it is bounded), so a change is never half-written. `_NOT_SHARED`
         without a thread hop while Redis is away, and once the store is closed."""
+        if self._pid != os.getpid():
+            self._start_in_this_process()  # before any lock of ours: a forked child's are new
         workers = self._worker_threads() if self._reachable() else None
         if workers is None:
             return _NOT_SHARED
         try:
-            return await asyncio.get_running_loop().run_in_executor(workers, operation)
+            done = asyncio.get_running_loop().run_in_executor(workers, operation)
         except RuntimeError:  # closed meanwhile: the executor takes no more work
             return _NOT_SHARED
+        # Shielded: a request cancelled while the operation waits for a worker must not drop the
+        # operation (a change neither written nor queued); it runs to its bounded end.
+        return await asyncio.shield(done)
 
     def _worker_threads(self) -> ThreadPoolExecutor | None:
         if self._pid != os.getpid():
@@ -353,8 +360,8 @@ class RedisHealth:
         when Redis is away (HL-3) or every pooled connection stayed busy for `pool_wait`."""
         if self._pid != os.getpid():
             self._start_in_this_process()
-        if not self._reachable():
-            return _NOT_SHARED
+        if self._closed or not self._reachable():
+            return _NOT_SHARED  # a closed store keeps health in memory, sync or async alike
         if not self._slots.acquire(timeout=self.pool_wait):
             return _NOT_SHARED  # our own congestion, not Redis's: no warning
         try:
@@ -372,7 +379,7 @@ class RedisHealth:
     def _write_pending(self) -> None:
         while (pending := self._take_pending()) is not None:
             try:
-                self._write(*pending)
+                self._write(*pending, late=True)
             except BaseException:
                 self._return_pending(pending)
                 raise
@@ -382,15 +389,22 @@ class RedisHealth:
         raw = self._sync.get(self.redis_key(key))
         return self._seen(key, raw)
 
-    def _write(self, key: EndpointKey, change: HealthChange) -> EndpointHealth:
+    def _write(self, key: EndpointKey, change: HealthChange, *, late: bool = False) -> EndpointHealth:
+        """Compare-and-set `change` onto the stored value. `late`: a change queued while Redis was
+        away, applied without bounding by its old clock (health.apply)."""
         held = self._held_value(key)
         for _ in range(_CAS_ROUNDS):
-            updated = apply(decode(held), change)
-            value, expiry = _expiry(updated, change.at if change.at > 0 else time.time())
+            updated = apply(decode(held), change, bound=not late)
+            writer = os.urandom(6).hex()
+            value, expiry = _expiry(updated, change.at if change.at > 0 else time.time(), writer)
             self._count()
             answer = self._script(keys=[self.redis_key(key)], args=[held, value, expiry])
             written, held = self._cas_answer(answer)
-            if written:
+            # A reply lost to a broken connection is retried by redis-py (one retry): the script
+            # then finds our own value already there, writer token and all. That is our write, not
+            # a rival's to apply the change on top of again (a stall counted twice). A deletion
+            # found done is a success applied once more: the same outcome.
+            if written or held == value:
                 return self._stored(key, value, updated)
         raise HealthStoreUnavailable(f"{_CAS_ROUNDS} concurrent writers in a row on {key}")
 
@@ -510,3 +524,25 @@ def _remember_url_secrets(url: str) -> None:
             remember_secret(password)
     except ValueError:
         pass
+
+
+_STORES: weakref.WeakSet[RedisHealth] = weakref.WeakSet()  # the live stores, for the at-fork hook
+_FORK_HOOK = threading.Lock()
+_fork_hook_registered = False
+
+
+def _reset_in_forked_children(store: RedisHealth) -> None:
+    """Give `store` new locks, slots and workers in a forked child, while the child has one thread
+    (os.register_at_fork): a lock a parent's thread held at the fork would never be released, and
+    two of the child's threads resetting it lazily could race. Registered with the first store."""
+    global _fork_hook_registered
+    with _FORK_HOOK:
+        if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_reset_all_after_fork)
+            _fork_hook_registered = True
+        _STORES.add(store)
+
+
+def _reset_all_after_fork() -> None:
+    for store in list(_STORES):
+        store._start_in_this_process()

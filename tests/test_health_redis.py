@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
+import signal
 import socket
 import threading
 import time
@@ -193,9 +195,10 @@ def test_a_redis_that_is_down_costs_nothing_and_warns_once(caplog: pytest.LogCap
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with caplog.at_level(logging.WARNING, logger="fsm_agent"), RedisHealth(
-        f"redis://127.0.0.1:{port}/0", retry_interval=60
-    ) as down:
+    with (
+        caplog.at_level(logging.WARNING, logger="fsm_agent"),
+        RedisHealth(f"redis://127.0.0.1:{port}/0", retry_interval=60) as down,
+    ):
         for _ in range(5):
             down.update(KEY, HealthChange(stall=True))
         assert down.get(KEY).stale_streak == 5  # local memory serves
@@ -235,9 +238,10 @@ def silent_server() -> Iterator[int]:
 def test_a_silent_redis_is_given_up_on_its_timeout(
     silent_server: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="fsm_agent"), RedisHealth(
-        f"redis://127.0.0.1:{silent_server}/0", retry_interval=60
-    ) as slow:
+    with (
+        caplog.at_level(logging.WARNING, logger="fsm_agent"),
+        RedisHealth(f"redis://127.0.0.1:{silent_server}/0", retry_interval=60) as slow,
+    ):
         assert slow.get(KEY) == EndpointHealth()
         assert not slow.shared
         assert slow.update(KEY, HealthChange(stall=True)).stale_streak == 1
@@ -255,9 +259,10 @@ def test_a_silent_redis_bounds_the_async_store(silent_server: int) -> None:
 def test_changes_learned_while_redis_was_away_are_shared_when_it_returns(
     fresh_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="fsm_agent"), RedisHealth(
-        fresh_redis_server.url, retry_interval=0.05
-    ) as store:
+    with (
+        caplog.at_level(logging.INFO, logger="fsm_agent"),
+        RedisHealth(fresh_redis_server.url, retry_interval=0.05) as store,
+    ):
         store.update(KEY, HealthChange(stream_options_unsupported=True))
         fresh_redis_server.kill()
         for _ in range(3):
@@ -362,9 +367,10 @@ def test_queued_changes_with_a_probe_are_written_back_after_a_restart(
     fresh_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     now = time.time()
-    with caplog.at_level(logging.INFO, logger="fsm_agent"), RedisHealth(
-        fresh_redis_server.url, retry_interval=0.05
-    ) as store:
+    with (
+        caplog.at_level(logging.INFO, logger="fsm_agent"),
+        RedisHealth(fresh_redis_server.url, retry_interval=0.05) as store,
+    ):
         store.update(KEY, HealthChange(stall=True, breaker_open_until=now - 1, at=now - 3))
         fresh_redis_server.kill()
         store.update(KEY, HealthChange(take_probe="req-2", probe_until=now + 30, at=now))  # queued
@@ -475,9 +481,10 @@ def test_a_urls_password_shows_neither_in_the_repr_nor_in_the_warning(
     ]
     for url in urls:
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="fsm_agent"), RedisHealth(
-            url, retry_interval=60
-        ) as down:
+        with (
+            caplog.at_level(logging.WARNING, logger="fsm_agent"),
+            RedisHealth(url, retry_interval=60) as down,
+        ):
             down.get(KEY)
             texts = [repr(down), str(down), *warnings_of(caplog)]
         assert len(warnings_of(caplog)) == 1
@@ -502,3 +509,82 @@ def test_a_closed_store_serves_async_requests_from_its_memory(
     before = set(threading.enumerate())
     assert asyncio.run(store.aget(KEY)).stream_options_unsupported  # what it knew; nothing raised
     assert [t for t in threading.enumerate() if t not in before] == []  # no worker started again
+
+
+def test_a_closed_store_sends_nothing_more_to_redis_sync_or_async(
+    redis_server: RedisServer, redis_prefix: str
+) -> None:
+    store = RedisHealth(redis_server.url, prefix=redis_prefix, timeout=SEMANTICS_TIMEOUT)
+    store.update(KEY, HealthChange(stream_options_unsupported=True))
+    store.close()
+    sent = store.round_trips
+    assert store.get(KEY).stream_options_unsupported  # from its memory
+    store.update(KEY, HealthChange(stall=True))
+    assert asyncio.run(store.aget(KEY)).stale_streak == 1  # one store, one behaviour
+    assert store.round_trips == sent  # nothing sent after close(), no connection reopened
+
+
+def test_a_retried_write_whose_first_reply_was_lost_counts_once(
+    store: RedisHealth, second: RedisHealth, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py retries a command once on a broken connection, with the same arguments: the script
+    may have run already. A retry that finds our own value in place (its writer token) is our
+    write, not a rival's to add the change to; a rival's equal value is still a rival's."""
+    script = store._script
+
+    def reply_lost_then_retried(**kwargs: Any) -> Any:
+        script(**kwargs)  # ran in Redis; the reply never came back
+        return script(**kwargs)  # redis-py's retry sends the very same command again
+
+    store.update(KEY, HealthChange(stall=True))
+    monkeypatch.setattr(store, "_script", reply_lost_then_retried)
+    assert store.update(KEY, HealthChange(stall=True)).stale_streak == 2
+    assert decode(redis_client.get(store.redis_key(KEY))).stale_streak == 2
+    monkeypatch.undo()
+    second.update(OTHER, HealthChange(stall=True))  # a rival's value equal to the one we compute:
+    assert store.update(OTHER, HealthChange(stall=True)).stale_streak == 2  # both stalls counted
+
+
+def test_a_late_change_does_not_cut_short_a_breaker_set_since(
+    store: RedisHealth, second: RedisHealth
+) -> None:
+    """A change queued during an outage keeps its old clock: written back later, it must not bound
+    (and so shorten) a breaker another process tripped since (HL-1)."""
+    now = time.time()
+    second.update(KEY, HealthChange(breaker_open_until=now + 30, at=now))  # tripped just now, 30 s
+    queued = HealthChange(stall=True, at=now - 60)  # learned a minute ago, while Redis was away
+    written = store._write(KEY, queued, late=True)
+    assert written.breaker_open_until == pytest.approx(now + 30, abs=1e-3) and written.stale_streak == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_does_not_hang_on_a_lock_held_at_the_fork(store: RedisHealth) -> None:
+    store.update(KEY, HealthChange(stream_options_unsupported=True))
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with store._lock:
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    holding.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the lock is held by a thread it does not have
+        status = 0
+        try:
+            signal.alarm(20)
+            ok = (
+                asyncio.run(store.aget(KEY)).stream_options_unsupported
+                and store.get(KEY).stream_options_unsupported
+            )
+            status = 0 if ok else 1
+        except BaseException:
+            status = 2
+        finally:
+            os._exit(status)
+    release.set()
+    holder.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
