@@ -21,8 +21,8 @@ operation: a read is decoded where it lies (message slices over the read, CRCs o
 only an incomplete message is kept, as a list of parts joined once when the bytes it needs are in,
 so every byte is copied a bounded number of times however the stream is split (linear time).
 Header blocks repeat from message to message (the same three headers on every event), so each
-distinct block is parsed once and its mapping reused: the mappings handed out are shared and must
-not be changed.
+distinct short block is parsed once and its mapping reused: the mappings handed out are shared
+and must not be changed.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ MAX_HEADERS_LENGTH: Final = 128 * 1024
 MAX_PAYLOAD_LENGTH: Final = 24 * 1024 * 1024
 _PRELUDE: Final = 12
 _OVERHEAD: Final = 16  # prelude and message CRC
-_CACHE_LIMIT: Final = 64
+_CACHE_LIMIT: Final = 64  # distinct header blocks kept per stream ...
+_CACHE_BLOCK: Final = 512  # ... each at most this long: a hostile stream cannot make it big
 
 _prelude = struct.Struct(">III").unpack_from
 _u16 = struct.Struct(">H").unpack_from
@@ -221,7 +222,7 @@ class EventStreamDecoder:
             headers = cache.get(block)
             if headers is None:
                 headers = parse_headers(block, self._offset + pos)
-                if len(cache) < _CACHE_LIMIT:
+                if len(cache) < _CACHE_LIMIT and head <= _CACHE_BLOCK:
                     cache[block] = headers
             frames.append(EventFrame(headers, data[body:stop]))
             pos += total
