@@ -80,3 +80,45 @@ def test_botocore_event_streams_expose_their_socket(emulator: Emulator) -> None:
     finally:
         client.close()
 
+
+
+def test_botocore_event_streams_are_read_where_our_decoder_reads_them(emulator: Emulator) -> None:
+    """WIRE-1: our decoder reads botocore's bytes through `EventStream._raw_stream.stream()` and
+    raises botocore's own errors by name. A release that renames them still streams (the stream
+    is then read by botocore's parser, or our own error stands in), but slower or with another
+    cause: this says which."""
+    import botocore.eventstream
+
+    from fsm_agent.providers.bedrock import _botocore_error, _raw_body
+
+    emulator.script(Scenario.build("one"))
+    client = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=emulator.bedrock_endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+    )
+    try:
+        answer = client.converse_stream(modelId="m", messages=[{"role": "user", "content": [{"text": "hi"}]}])
+        stream = answer["stream"]
+        try:
+            assert _raw_body(stream) is not None, (
+                f"botocore {botocore.__version__}: EventStream._raw_stream.stream() is gone; Bedrock "
+                "streams fall back to botocore's own parser (WIRE-1)"
+            )
+        finally:
+            stream.close()
+    finally:
+        client.close()
+    cls = botocore.eventstream.EventStream
+    for name, args in (
+        ("ChecksumMismatch", (1, 2)),
+        ("InvalidHeadersLength", (1,)),
+        ("InvalidPayloadLength", (1,)),
+        ("DuplicateHeader", ("h",)),
+        ("EventStreamError", ({"Error": {"Code": "c", "Message": "m"}}, "ConverseStream")),
+    ):
+        assert type(_botocore_error(cls, name, *args)).__name__ == name, (
+            f"botocore {botocore.__version__} has no {name}({len(args)} arguments) beside its EventStream"
+        )

@@ -1,13 +1,15 @@
 """AWS Bedrock ConverseStream (a boto3 `bedrock-runtime` client): PRV-B1..B3.
 
 `converse_stream(**params)` answers once the response headers are in; its `stream` is botocore's
-event-stream parser over urllib3, which yields one dict per event (WIRE-1: Bedrock keeps it). The
-attempt hands those dicts to the driver with the socket under them, so the watchdog can end a
-blocked read from outside (PRV-B3). In-stream exception messages — raised by botocore as
-`EventStreamError`, or present as keys of an event dict — and frames botocore's parser rejects (a
-checksum mismatch) become `ProviderStreamError` with the provider's code and message; transport
-errors pass through as the original objects. Imports no SDK: botocore is recognised by class
-names. Never decides policy.
+`EventStream` over urllib3. Its bytes are read where botocore's own reader reads them
+(`raw.stream()`) and decoded by `wire.eventstream` (WIRE-1), one dict per event as botocore's
+parser makes them; a stream that is not botocore's is iterated as it is. The attempt hands those
+dicts to the driver with the socket under them, so the watchdog can end a blocked read from
+outside (PRV-B3). In-stream exception messages — botocore's `EventStreamError` (raised by its
+parser, or built by us as it builds it), or keys of an event dict — and frames the decoder
+rejects (a checksum mismatch) become `ProviderStreamError` with the provider's code and message;
+transport errors pass through as the original objects. Imports no SDK: botocore is recognised by
+class names, its exceptions taken from the module of its stream. Never decides policy.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -34,8 +37,9 @@ from ..events import (
 )
 from ..redact import redact, truncate
 from ..result import Usage
+from ..wire.eventstream import EventStreamDecodeError, EventStreamDecoder
 from ..wire.pipeline import DEFAULT_MAX_BYTES, SLICE
-from ..wire.shapes import INT, PAYLOAD_ERRORS, STR, Shape, as_malformed
+from ..wire.shapes import INT, PAYLOAD_ERRORS, STR, Shape, as_malformed, parse_json
 from ..wire.sse import SSEFrame
 from .base import Attempt, as_plain, malformed
 
@@ -345,23 +349,32 @@ def _class_names(exc: BaseException) -> set[str]:
 
 
 class BedrockEvents:
-    """The attempt's events: botocore's stream iterated, its in-stream failures made ours.
+    """The attempt's events, their in-stream failures made ours.
 
-    `close()` closes the raw stream; it is also what `Attempt.abort()` falls back on when no
-    socket could be found under the stream.
+    Over botocore's `EventStream` (the stream `converse_stream` answers with), the response bytes
+    are read as botocore reads them (`raw.stream()` of the urllib3 response under it) and decoded
+    by our event-stream decoder (WIRE-1); any other stream (a wrapper, a custom client) is iterated
+    as it is, botocore's own parser included. `close()` closes the raw stream; it is also what
+    `Attempt.abort()` falls back on when no socket could be found under the stream.
     """
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
-        self._events: Iterator[Any] = iter(stream)
+        self._raw = _raw_body(stream)
+        self._events: Iterator[Any] | None = None if self._raw is not None else iter(stream)
         self._budget: _Budget | None = None
 
     def limit(self, max_bytes: int) -> None:
-        """Count the bytes botocore reads under this stream against `max_bytes` (SEC-5). Set before
-        the first event is read: botocore's reader asks the raw body for its reads then."""
+        """Count the bytes read under this stream against `max_bytes` (SEC-5). Set before the
+        first event is read: the reads are asked of the raw body then."""
+        if self._budget is not None:
+            return
+        if self._raw is not None:
+            self._budget = _Budget(max_bytes)
+            return
         raw = getattr(self._stream, "_raw_stream", None)
         unbound = getattr(type(raw), "stream", None)
-        if raw is None or not callable(unbound) or self._budget is not None:
+        if raw is None or not callable(unbound):
             return
         budget = self._budget = _Budget(max_bytes)
         # No reference from the response back to itself (a cycle would keep its socket open until
@@ -382,8 +395,11 @@ class BedrockEvents:
         return self
 
     def __next__(self) -> Any:
+        events = self._events
+        if events is None:  # the first read: the byte cap is known by now
+            events = self._events = _decoded(self._raw, type(self._stream), self._budget)
         try:
-            return next(self._events)
+            return next(events)
         except StopIteration:
             raise
         except Exception as exc:
@@ -393,7 +409,8 @@ class BedrockEvents:
                 detail = error.get("Error", {}) if isinstance(error, dict) else {}
                 code = str(detail.get("Code") or "EventStreamError")
                 raise in_stream_error(code, {"message": detail.get("Message") or str(exc)}) from exc
-            if "ParserError" in names:  # ChecksumMismatch, InvalidHeadersLength, …
+            if "ParserError" in names or isinstance(exc, EventStreamDecodeError):
+                # ChecksumMismatch, InvalidHeadersLength, … found by botocore's parser or ours
                 raise ProviderStreamError(
                     f"the Bedrock event stream is corrupt ({type(exc).__name__}): {exc}",
                     code="provider_stream_malformed_chunk",
@@ -417,6 +434,97 @@ class BedrockEvents:
         if callable(release):
             with contextlib.suppress(Exception):
                 release()
+
+
+def _raw_body(stream: Any) -> Any:
+    """The urllib3 response under botocore's `EventStream`, if this stream is one and its reader
+    is where botocore's own reader finds it (`_raw_stream.stream()`); None otherwise: the stream
+    is then iterated as it is (botocore's parser, a wrapper's objects)."""
+    cls = type(stream)
+    if cls.__name__ != "EventStream" or cls.__module__ != "botocore.eventstream":
+        return None
+    raw = getattr(stream, "_raw_stream", None)
+    return raw if callable(getattr(raw, "stream", None)) else None
+
+
+def _botocore_error(stream_class: type, name: str, *args: object) -> Exception | None:
+    """botocore's own exception `name` (from the module of its `EventStream`, so no import), built
+    as botocore builds it; None if botocore has none by that name."""
+    module = sys.modules.get(stream_class.__module__)
+    cls = getattr(module, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        return None
+    try:
+        return cls(*args)
+    except Exception:  # a signature botocore changed: our own error stands in
+        return None
+
+
+def _decoded(raw: Any, stream_class: type, budget: _Budget | None) -> Iterator[Any]:
+    """The events of botocore's stream, decoded by us: `{event type: payload}` as botocore's
+    parser makes them. An exception message raises what botocore raises for it (EventStreamError
+    with the exception's code and message); a frame the decoder rejects raises botocore's error for
+    the same fault (ChecksumMismatch, …). An event type no handler knows is skipped, as botocore
+    skips a type its model lacks. Bytes that make no whole message at the end are dropped, as
+    botocore drops them: the stream ended before its end marker (an incomplete stream)."""
+    decoder = EventStreamDecoder()
+    feed = decoder.feed
+    handlers = _HANDLERS
+    for chunk in raw.stream():
+        if budget is not None:
+            budget.count(len(chunk))
+        try:
+            frames = feed(chunk)
+        except EventStreamDecodeError as exc:
+            error = _botocore_error(stream_class, exc.kind, *exc.details)
+            if error is None:
+                raise
+            raise error from None
+        for headers, payload in frames:
+            kind = headers.get(":message-type")
+            if kind == "error" or kind == "exception":
+                raise _in_stream(stream_class, headers, payload)
+            name = headers.get(":event-type")
+            if isinstance(name, str) and (name in handlers or _is_exception_key(name)):
+                yield {name: _payload(name, payload)}
+
+
+def _payload(name: str, payload: bytes) -> Any:
+    """An event's JSON payload; one that is not JSON is a malformed chunk naming the event (an
+    empty payload is an empty object, as botocore reads it)."""
+    if not payload:
+        return {}
+    try:
+        return parse_json(payload.decode("utf-8"), _WHAT)
+    except (ProviderStreamError, UnicodeDecodeError) as exc:
+        if getattr(exc, "code", None) == "provider_stream_malformed_chunk":  # JSON, but not ours (SEC-4)
+            what = f"holds what JSON cannot (NaN or Infinity, a number out of range, deep nesting): {exc}"
+        else:
+            what = f"is not a JSON document ({exc})"
+        raise ProviderStreamError(
+            f"malformed {_WHAT}: the {name} payload {what}",
+            code="provider_stream_malformed_chunk",
+            raw_text=truncate(redact(payload.decode("utf-8", "backslashreplace")), 200),
+        ) from None
+
+
+def _in_stream(stream_class: type, headers: Any, payload: bytes) -> Exception:
+    """An exception (or error) message: botocore's EventStreamError for it, with the exception's
+    type and message (from the payload) or the error's code and message (from its headers)."""
+    code = headers.get(":exception-type") or headers.get(":error-code") or ""
+    message: object = headers.get(":error-message") or ""
+    if headers.get(":message-type") == "exception" and payload:
+        try:
+            body = json.loads(payload.decode("utf-8"))
+        except ValueError:
+            body = {"message": payload.decode("utf-8", "replace")}
+        if isinstance(body, dict):
+            message = body.get("Message", body.get("message", ""))
+    error = {"Error": {"Code": str(code), "Message": str(message)}}
+    found = _botocore_error(stream_class, "EventStreamError", error, "ConverseStream")
+    return (
+        found if found is not None else in_stream_error(str(code) or "EventStreamError", {"message": message})
+    )
 
 
 class _Budget:

@@ -1,6 +1,7 @@
 """AWS event-stream binary framing (``application/vnd.amazon.eventstream``), as used by Bedrock
-ConverseStream: encode messages with string headers and CRC32 checksums, corrupt a checksum on
-purpose, and decode messages back (for assertions in tests)."""
+ConverseStream: encode messages with CRC32 checksums (string headers, or any header type through
+`TypedHeader`), corrupt a checksum on purpose, and decode messages back for assertions in tests,
+with the library's own decoder (`fsm_agent.wire.eventstream`): one reader of the framing."""
 
 from __future__ import annotations
 
@@ -9,31 +10,64 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from fsm_agent.wire.eventstream import EventStreamDecodeError, EventStreamDecoder, HeaderValue
+
 _PRELUDE = struct.Struct(">II")
 _STRING = 7
+_FORMATS = {2: ">b", 3: ">h", 4: ">i", 5: ">q", 8: ">q"}
+
+__all__ = [
+    "EventMessage",
+    "EventStreamDecodeError",
+    "TypedHeader",
+    "corrupt_crc",
+    "decode_messages",
+    "encode_message",
+    "event_message",
+    "exception_message",
+]
 
 
-class EventStreamDecodeError(ValueError):
-    """Raised by `decode_messages` on truncated data or a checksum mismatch."""
+@dataclass(frozen=True)
+class TypedHeader:
+    """A header value of an explicit wire type: 0 true, 1 false, 2 int8, 3 int16, 4 int32, 5 int64,
+    6 bytes, 7 string, 8 timestamp (int64 milliseconds), 9 UUID (16 bytes)."""
+
+    kind: int
+    value: bool | int | bytes | str = b""
 
 
 @dataclass(frozen=True)
 class EventMessage:
-    headers: Mapping[str, str]
+    headers: Mapping[str, HeaderValue]
     payload: bytes
 
 
-def _encode_headers(headers: Mapping[str, str]) -> bytes:
+def _encode_value(value: str | TypedHeader) -> bytes:
+    if isinstance(value, str):
+        value = TypedHeader(_STRING, value)
+    kind, raw = value.kind, value.value
+    if kind in (0, 1):
+        return struct.pack(">B", kind)
+    if kind in _FORMATS:
+        assert isinstance(raw, int)
+        return struct.pack(">B", kind) + struct.pack(_FORMATS[kind], raw)
+    data = raw.encode() if isinstance(raw, str) else raw
+    assert isinstance(data, bytes)
+    if kind == 9:
+        return struct.pack(">B", kind) + data
+    return struct.pack(">BH", kind, len(data)) + data
+
+
+def _encode_headers(headers: Mapping[str, str | TypedHeader]) -> bytes:
     out = bytearray()
     for name, value in headers.items():
         raw_name = name.encode()
-        raw_value = value.encode()
-        out += struct.pack(">B", len(raw_name)) + raw_name
-        out += struct.pack(">BH", _STRING, len(raw_value)) + raw_value
+        out += struct.pack(">B", len(raw_name)) + raw_name + _encode_value(value)
     return bytes(out)
 
 
-def encode_message(headers: Mapping[str, str], payload: bytes) -> bytes:
+def encode_message(headers: Mapping[str, str | TypedHeader], payload: bytes) -> bytes:
     """One event-stream message: prelude (total length, headers length, prelude CRC), headers,
     payload, message CRC (CRC32 of everything before it)."""
     head = _encode_headers(headers)
@@ -65,32 +99,10 @@ def corrupt_crc(message: bytes) -> bytes:
 
 
 def decode_messages(data: bytes) -> Iterator[EventMessage]:
-    """Decode consecutive messages (string headers only), verifying both checksums."""
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < 16:
-            raise EventStreamDecodeError("truncated prelude")
-        total, head_len = _PRELUDE.unpack_from(data, pos)
-        (prelude_crc,) = struct.unpack_from(">I", data, pos + 8)
-        if zlib.crc32(data[pos : pos + 8]) != prelude_crc:
-            raise EventStreamDecodeError("prelude checksum mismatch")
-        if len(data) - pos < total:
-            raise EventStreamDecodeError("truncated message")
-        msg = data[pos : pos + total]
-        (crc,) = struct.unpack(">I", msg[-4:])
-        if zlib.crc32(msg[:-4]) != crc:
-            raise EventStreamDecodeError("message checksum mismatch")
-        headers: dict[str, str] = {}
-        hp = 12
-        while hp < 12 + head_len:
-            nlen = msg[hp]
-            name = msg[hp + 1 : hp + 1 + nlen].decode()
-            hp += 1 + nlen
-            htype = msg[hp]
-            if htype != _STRING:
-                raise EventStreamDecodeError(f"unsupported header type {htype}")
-            (vlen,) = struct.unpack_from(">H", msg, hp + 1)
-            headers[name] = msg[hp + 3 : hp + 3 + vlen].decode()
-            hp += 3 + vlen
-        yield EventMessage(headers, msg[12 + head_len : -4])
-        pos += total
+    """Decode consecutive messages, verifying both checksums; bytes that make no whole message at
+    the end are an error here (`EventStreamDecodeError`, kind "Truncated")."""
+    decoder = EventStreamDecoder()
+    for frame in decoder.feed(data):
+        yield EventMessage(dict(frame.headers), frame.payload)
+    if decoder.pending:
+        raise EventStreamDecodeError("Truncated", f"truncated message: {decoder.pending} bytes left over")
