@@ -1,0 +1,183 @@
+"""The first request of a process: fsm_agent against the bare SDK, from spawn to the first result.
+
+Run: .venv/bin/python bench/bench_cold.py [--runs 9]
+
+Each run is a fresh `python` process that imports the SDK (and fsm_agent), builds a client, makes
+one short streamed request over loopback HTTP and prints its text; the time measured is from just
+before the spawn to the moment the parent reads the child's result line (so interpreter start-up,
+every import, the client's build and the request itself are counted, the child's exit is not).
+The emulator runs in a process of its own, so the measured process does only the client side.
+The contenders are taken in turn run after run (interleaved, so the machine's load weighs on each
+alike). Printed per contender: the median and the spread (min..max) of spawn-to-result, of the
+child's own "imports done" and "request done" marks (from the child's start, `-X importtime`
+aside), and the added cost of fsm_agent's first request over the bare SDK's. A separate row
+times `from fsm_agent import Session` alone in a fresh process. Nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The child programs: each prints "t_imports t_done text" (perf_counter marks since its own start).
+_CHILD_HEAD = "import time; _t0 = time.perf_counter()\n"
+_CHILDREN: dict[str, str] = {
+    "chat/sdk": """
+import openai
+_ti = time.perf_counter()
+client = openai.OpenAI(base_url=URL + "/v1", api_key="x", max_retries=0)
+stream = client.chat.completions.create(
+    model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+)
+text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+""",
+    "chat/fsm_agent": """
+import openai
+from fsm_agent import Session
+_ti = time.perf_counter()
+client = openai.OpenAI(base_url=URL + "/v1", api_key="x", max_retries=0)
+text = Session().stream(client, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}).content
+""",
+    "anthropic/sdk": """
+import anthropic
+_ti = time.perf_counter()
+client = anthropic.Anthropic(base_url=URL, api_key="x", max_retries=0)
+with client.messages.stream(
+    model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+) as stream:
+    text = "".join(stream.text_stream)
+""",
+    "anthropic/fsm_agent": """
+import anthropic
+from fsm_agent import Session
+_ti = time.perf_counter()
+client = anthropic.Anthropic(base_url=URL, api_key="x", max_retries=0)
+text = Session().stream(
+    client, {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+).content
+""",
+    "import Session": """
+from fsm_agent import Session
+_ti = time.perf_counter()
+text = "-"
+""",
+    "python": """
+_ti = time.perf_counter()
+text = "-"
+""",
+}
+_CHILD_TAIL = """
+_td = time.perf_counter()
+print(f"{_ti - _t0:.6f} {_td - _t0:.6f} {text!r}", flush=True)
+"""
+
+
+def child_source(name: str, url: str) -> str:
+    return _CHILD_HEAD + f"URL = {url!r}\n" + _CHILDREN[name] + _CHILD_TAIL
+
+
+def run_child(name: str, url: str, python: str) -> tuple[float, float, float, str, float]:
+    """(spawn-to-result, imports mark, done mark, text, CPU seconds) of one fresh process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [python, "-c", child_source(name, url)], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    wall = time.perf_counter() - start
+    proc.stdout.close()
+    _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU time: less swayed by the load
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0 or not line:
+        raise SystemExit(f"{name}: the child failed")
+    t_imports, t_done, text = line.rstrip("\n").split(" ", 2)
+    return wall, float(t_imports), float(t_done), text, usage.ru_utime + usage.ru_stime
+
+
+def start_emulator(python: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [python, "-m", "fsm_agent", "emulate", "--scenario", "happy"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    url = first.split(" on ", 1)[1].split(",", 1)[0].strip()
+    return proc, url
+
+
+def ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:7.1f} [{min(values) * 1000:6.1f}..{max(values) * 1000:6.1f}]"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9, help="fresh processes per contender (>= 7)")
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--only", nargs="*", default=None, help="contender names to run")
+    opts = parser.parse_args()
+    names = list(_CHILDREN) if not opts.only else opts.only
+    emulator, url = start_emulator(opts.python)
+    try:
+        for name in names:  # one warm-up each: the page cache and .pyc files, not measured
+            run_child(name, url, opts.python)
+        results: dict[str, list[tuple[float, float, float, str, float]]] = {n: [] for n in names}
+        load0 = os.getloadavg()
+        for _ in range(opts.runs):
+            for name in names:
+                results[name].append(run_child(name, url, opts.python))
+        load1 = os.getloadavg()
+    finally:
+        emulator.terminate()
+        emulator.wait(5)
+    texts = {name: {r[3] for r in rows} for name, rows in results.items()}
+    for name, seen in texts.items():
+        if name in ("python", "import Session"):
+            continue
+        if len(seen) != 1 or seen == {"''"}:
+            raise SystemExit(f"{name}: results empty or differing between runs: {seen}")
+    for api in ("chat", "anthropic"):
+        if (
+            f"{api}/sdk" in texts
+            and f"{api}/fsm_agent" in texts
+            and texts[f"{api}/sdk"] != texts[f"{api}/fsm_agent"]
+        ):
+            raise SystemExit(f"{api}: fsm_agent and the SDK got different texts")
+    print(
+        f"bench_cold: {opts.runs} fresh processes per contender, interleaved;"
+        f" load {load0[0]:.2f} -> {load1[0]:.2f}"
+    )
+    print(
+        f"{'contender':20} {'spawn->result ms':>26} {'imports ms':>26} {'first request ms':>26}"
+        f" {'process CPU ms':>26}"
+    )
+    for name, rows in results.items():
+        walls = [r[0] for r in rows]
+        imps = [r[1] for r in rows]
+        reqs = [r[2] - r[1] for r in rows]
+        cpus = [r[4] for r in rows]
+        print(f"{name:20} {ms(walls):>26} {ms(imps):>26} {ms(reqs):>26} {ms(cpus):>26}")
+    for api in ("chat", "anthropic"):
+        sdk, ours = results.get(f"{api}/sdk"), results.get(f"{api}/fsm_agent")
+        if not sdk or not ours:
+            continue
+        added = [o[0] - s[0] for o, s in zip(ours, sdk, strict=True)]
+        req_added = [(o[2] - o[1]) - (s[2] - s[1]) for o, s in zip(ours, sdk, strict=True)]
+        cpu_added = [o[4] - s[4] for o, s in zip(ours, sdk, strict=True)]
+        print(
+            f"{api}: fsm_agent's added cost (per interleaved pair): spawn->result {ms(added)} ms;"
+            f" first request alone {ms(req_added)} ms; process CPU {ms(cpu_added)} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
