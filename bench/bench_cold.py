@@ -6,7 +6,8 @@ Each run is a fresh `python` process that imports the SDK (and fsm_agent), build
 one short streamed request over loopback HTTP and prints its text; the time measured is from just
 before the spawn to the moment the parent reads the child's result line (so interpreter start-up,
 every import, the client's build and the request itself are counted, the child's exit is not).
-The emulator runs in a process of its own, so the measured process does only the client side.
+The emulator runs in a process of its own, so the measured process does only the client side;
+bytecode is compiled once (the warm-up run) into a cache of its own, as an installed package has it.
 The contenders are taken in turn run after run (interleaved, so the machine's load weighs on each
 alike). Printed per contender: the median and the spread (min..max) of spawn-to-result, of the
 child's own "imports done" and "request done" marks (from the child's start, `-X importtime`
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,16 +82,28 @@ print(f"{_ti - _t0:.6f} {_td - _t0:.6f} {text!r}", flush=True)
 """
 
 
+_PYCACHE = tempfile.mkdtemp(prefix="bench_cold_pycache_")
+
+
 def child_source(name: str, url: str) -> str:
-    return _CHILD_HEAD + f"URL = {url!r}\n" + _CHILDREN[name] + _CHILD_TAIL
+    return _CHILD_HEAD + f"URL = {url!r}\n" + _CHILDREN[name.split("@", 1)[0]] + _CHILD_TAIL
 
 
-def run_child(name: str, url: str, python: str) -> tuple[float, float, float, str, float]:
-    """(spawn-to-result, imports mark, done mark, text, CPU seconds) of one fresh process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+def run_child(
+    name: str, url: str, python: str, baseline: Path | None
+) -> tuple[float, float, float, str, float]:
+    """(spawn-to-result, imports mark, done mark, text, CPU seconds) of one fresh process; a
+    contender named `...@baseline` imports fsm_agent from the `--baseline` tree instead."""
+    cwd = baseline if name.endswith("@baseline") and baseline is not None else ROOT
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "OTEL_"))}
+    # An installed package has its bytecode compiled (pip does it): so do ours, once, in the
+    # warm-up run, into a cache of the benchmark's own (PYTHONDONTWRITEBYTECODE would have every
+    # run compile fsm_agent's sources, while the SDKs' are compiled at install).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = _PYCACHE
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [python, "-c", child_source(name, url)], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT
+        [python, "-c", child_source(name, url)], stdout=subprocess.PIPE, text=True, env=env, cwd=cwd
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -124,24 +139,33 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9, help="fresh processes per contender (>= 7)")
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--only", nargs="*", default=None, help="contender names to run")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout of fsm_agent (e.g. a worktree of main): its fsm_agent rows run beside",
+    )
     opts = parser.parse_args()
     names = list(_CHILDREN) if not opts.only else opts.only
+    if opts.baseline is not None:
+        names += [f"{n}@baseline" for n in names if n.endswith("/fsm_agent") or n == "import Session"]
     emulator, url = start_emulator(opts.python)
     try:
         for name in names:  # one warm-up each: the page cache and .pyc files, not measured
-            run_child(name, url, opts.python)
+            run_child(name, url, opts.python, opts.baseline)
         results: dict[str, list[tuple[float, float, float, str, float]]] = {n: [] for n in names}
         load0 = os.getloadavg()
         for _ in range(opts.runs):
             for name in names:
-                results[name].append(run_child(name, url, opts.python))
+                results[name].append(run_child(name, url, opts.python, opts.baseline))
         load1 = os.getloadavg()
     finally:
         emulator.terminate()
         emulator.wait(5)
+        shutil.rmtree(_PYCACHE, ignore_errors=True)
     texts = {name: {r[3] for r in rows} for name, rows in results.items()}
     for name, seen in texts.items():
-        if name in ("python", "import Session"):
+        if name in ("python", "import Session", "import Session@baseline"):
             continue
         if len(seen) != 1 or seen == {"''"}:
             raise SystemExit(f"{name}: results empty or differing between runs: {seen}")
@@ -166,10 +190,11 @@ def main() -> None:
         reqs = [r[2] - r[1] for r in rows]
         cpus = [r[4] for r in rows]
         print(f"{name:20} {ms(walls):>26} {ms(imps):>26} {ms(reqs):>26} {ms(cpus):>26}")
-    for api in ("chat", "anthropic"):
-        sdk, ours = results.get(f"{api}/sdk"), results.get(f"{api}/fsm_agent")
+    for api, tag in (("chat", ""), ("anthropic", ""), ("chat", "@baseline"), ("anthropic", "@baseline")):
+        sdk, ours = results.get(f"{api}/sdk"), results.get(f"{api}/fsm_agent{tag}")
         if not sdk or not ours:
             continue
+        api += tag
         added = [o[0] - s[0] for o, s in zip(ours, sdk, strict=True)]
         req_added = [(o[2] - o[1]) - (s[2] - s[1]) for o, s in zip(ours, sdk, strict=True)]
         cpu_added = [o[4] - s[4] for o, s in zip(ours, sdk, strict=True)]

@@ -117,3 +117,68 @@ def test_a_provider_named_by_the_environment_is_seen_at_the_first_request() -> N
     first request asks, so it is traced without the application importing anything."""
     report = run(PROVIDER_SCRIPT, "env", env_extra={"OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"})
     assert report == {"first": True, "configured": True, "spans": []}
+
+
+SHAPES_SCRIPT = r"""
+import importlib, json
+from fsm_agent.providers import APIS, adapter_for
+from fsm_agent.wire.shapes import Shape
+
+modules = ("openai_chat", "openai_responses", "anthropic_events", "bedrock", "gemini_events")
+for api in APIS:
+    adapter_for(api)
+shapes = [value for name in modules
+          for value in vars(importlib.import_module(f"fsm_agent.providers.{name}")).values()
+          if isinstance(value, Shape)]
+compiled = [shape.name for shape in shapes if getattr(shape.check, "__self__", None) is not shape]
+print(json.dumps({"shapes": len(shapes), "compiled": compiled}))
+"""
+
+
+def test_importing_the_providers_compiles_no_shape() -> None:
+    """SEC-4's shapes are compiled at their first check, not when a provider's module is imported."""
+    report = run(SHAPES_SCRIPT)
+    assert report["shapes"] >= 10  # type: ignore[operator]
+    assert report["compiled"] == []
+
+
+def _all_shapes() -> list[object]:
+    import importlib
+
+    from fsm_agent.providers import APIS, adapter_for
+    from fsm_agent.wire.shapes import Shape
+
+    for api in APIS:
+        adapter_for(api)
+    found: list[Shape] = []
+    todo = [
+        value
+        for name in ("openai_chat", "openai_responses", "anthropic_events", "bedrock", "gemini_events")
+        for value in vars(importlib.import_module(f"fsm_agent.providers.{name}")).values()
+        if isinstance(value, Shape)
+    ]
+    while todo:
+        shape = todo.pop()
+        if any(shape is seen for seen in found):
+            continue
+        found.append(shape)
+        todo += shape.cases.values()
+        todo += [
+            spec if isinstance(spec, Shape) else spec[0]
+            for spec in shape.fields.values()
+            if isinstance(spec, (Shape, list))
+        ]
+    return list(found)
+
+
+def test_every_declared_shape_compiles_and_a_check_stays_compiled() -> None:
+    """A mistake in a declaration is not left to the first payload that meets it: this compiles all."""
+    from fsm_agent.wire.shapes import Shape
+
+    shapes = _all_shapes()
+    assert len(shapes) >= 20
+    for shape in shapes:
+        assert isinstance(shape, Shape)
+        check, plain = shape.compiled(), shape.plain_check()
+        assert shape.compiled() is check and shape.check is check
+        assert shape.plain_check() is plain
