@@ -1,18 +1,22 @@
 """The first request of a process: fsm_agent against the bare SDK, from spawn to the first result.
 
-Run: .venv/bin/python bench/bench_cold.py [--runs 9]
+Run: .venv/bin/python bench/bench_cold.py [--runs 9] [--baseline DIR] [--only NAME ...]
 
 Each run is a fresh `python` process that imports the SDK (and fsm_agent), builds a client, makes
-one short streamed request over loopback HTTP and prints its text; the time measured is from just
-before the spawn to the moment the parent reads the child's result line (so interpreter start-up,
+one short streamed request over loopback HTTP and takes its text; the time measured is from just
+before the spawn to the moment the parent reads the child's result line (interpreter start-up,
 every import, the client's build and the request itself are counted, the child's exit is not).
 The emulator runs in a process of its own, so the measured process does only the client side;
-bytecode is compiled once (the warm-up run) into a cache of its own, as an installed package has it.
-The contenders are taken in turn run after run (interleaved, so the machine's load weighs on each
-alike). Printed per contender: the median and the spread (min..max) of spawn-to-result, of the
-child's own "imports done" and "request done" marks (from the child's start, `-X importtime`
-aside), and the added cost of fsm_agent's first request over the bare SDK's. A separate row
-times `from fsm_agent import Session` alone in a fresh process. Nothing here asserts on time.
+bytecode is compiled once (the warm-up run) into a cache of its own, as an installed package has
+it. The bare SDK is its own streaming helper (`messages.stream()` for Anthropic) and, for
+Anthropic, its raw event loop too (`sdk-raw`). The contenders are taken in turn run after run
+(interleaved, so the machine's load weighs on each alike). Printed per contender: the median and
+the spread (min..max) of spawn-to-result, of the child's "imports done" mark and of its first
+request alone (both from the child's own clock), and of the process's CPU time; then fsm_agent's
+added cost over the bare SDK's, per interleaved pair. `import Session` times
+`from fsm_agent import Session` alone in a fresh process, `python` an empty one. `--baseline DIR`
+runs fsm_agent's rows again with the fsm_agent package of another checkout. Nothing here asserts
+on time.
 """
 
 from __future__ import annotations
@@ -56,6 +60,16 @@ with client.messages.stream(
     model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
 ) as stream:
     text = "".join(stream.text_stream)
+""",
+    "anthropic/sdk-raw": """
+import anthropic
+_ti = time.perf_counter()
+client = anthropic.Anthropic(base_url=URL, api_key="x", max_retries=0)
+stream = client.messages.create(
+    model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}], stream=True
+)
+deltas = (e.delta for e in stream if e.type == "content_block_delta")
+text = "".join(d.text for d in deltas if d.type == "text_delta")
 """,
     "anthropic/fsm_agent": """
 import anthropic
@@ -169,13 +183,10 @@ def main() -> None:
             continue
         if len(seen) != 1 or seen == {"''"}:
             raise SystemExit(f"{name}: results empty or differing between runs: {seen}")
-    for api in ("chat", "anthropic"):
-        if (
-            f"{api}/sdk" in texts
-            and f"{api}/fsm_agent" in texts
-            and texts[f"{api}/sdk"] != texts[f"{api}/fsm_agent"]
-        ):
-            raise SystemExit(f"{api}: fsm_agent and the SDK got different texts")
+    for sdk_name in [name for name in texts if "/sdk" in name]:
+        ours_name = sdk_name.split("/", 1)[0] + "/fsm_agent"
+        if ours_name in texts and texts[sdk_name] != texts[ours_name]:
+            raise SystemExit(f"{sdk_name}: fsm_agent and the SDK got different texts")
     print(
         f"bench_cold: {opts.runs} fresh processes per contender, interleaved;"
         f" load {load0[0]:.2f} -> {load1[0]:.2f}"
@@ -190,11 +201,16 @@ def main() -> None:
         reqs = [r[2] - r[1] for r in rows]
         cpus = [r[4] for r in rows]
         print(f"{name:20} {ms(walls):>26} {ms(imps):>26} {ms(reqs):>26} {ms(cpus):>26}")
-    for api, tag in (("chat", ""), ("anthropic", ""), ("chat", "@baseline"), ("anthropic", "@baseline")):
-        sdk, ours = results.get(f"{api}/sdk"), results.get(f"{api}/fsm_agent{tag}")
+    pairs = [
+        (f"{api}{tag}{versus}", f"{api}/sdk{versus}", f"{api}/fsm_agent{tag}")
+        for tag in ("", "@baseline")
+        for api, versus in (("chat", ""), ("anthropic", ""), ("anthropic", "-raw"))
+        if api == "anthropic" or not versus
+    ]
+    for api, sdk_name, ours_name in pairs:
+        sdk, ours = results.get(sdk_name), results.get(ours_name)
         if not sdk or not ours:
             continue
-        api += tag
         added = [o[0] - s[0] for o, s in zip(ours, sdk, strict=True)]
         req_added = [(o[2] - o[1]) - (s[2] - s[1]) for o, s in zip(ours, sdk, strict=True)]
         cpu_added = [o[4] - s[4] for o, s in zip(ours, sdk, strict=True)]
