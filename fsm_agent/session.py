@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import random
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["RequestPlan", "Session"]
 
 log = logging.getLogger("fsm_agent")
+
+
 def _honour_early_interrupt(watchdog: Any) -> None:
     """SEC-8: an interrupt already set when a request begins ends it before any planning work.
     The client's probes (inferring the API) load an SDK's lazily imported modules on the first
@@ -168,7 +171,10 @@ class Session:
         self.max_bytes = max_bytes
         self.trace = resolve_sink(trace, record_wire=record_wire)  # TR-1, TR-2
         self.telemetry = telemetry
-        self._telemetry = _open_telemetry(telemetry, telemetry_content)  # OT-1
+        # OT-1: made at the first request that could be traced (`_observe`), not here.
+        self._telemetry: Telemetry | None = None
+        self._telemetry_content = telemetry_content
+        self._telemetry_off = not telemetry  # also once opentelemetry-api has failed to import
         self.backoff = backoff if backoff is not None else Backoff()  # BO-2
         self.breaker_cooldown = float(breaker_cooldown)  # BO-7
         self.health: HealthStore = health if health is not None else MemoryHealth()  # HL-1
@@ -496,13 +502,22 @@ class Session:
         self, source: ClientSource, api: str, model: str | None, params: dict[str, Any]
     ) -> RequestTelemetry | None:
         """This request's telemetry (OT-1), or None when the session has none."""
-        if self._telemetry is None or not self._telemetry.active():
+        telemetry = self._telemetry
+        if telemetry is None:
+            if self._telemetry_off or not _provider_possible():
+                return None  # nothing could receive a span: nothing of OpenTelemetry is imported
+            telemetry = _open_telemetry(self._telemetry_content)
+            if telemetry is None:
+                self._telemetry_off = True
+                return None
+            self._telemetry = telemetry
+        if not telemetry.active():
             return None  # no provider set: every span and instrument would be a no-op (OT-3)
         try:
             client = source.peek()  # for server.address; the first attempt uses this very client
         except Exception:
             client = None  # the attempt meets the factory's error itself
-        return self._telemetry.request(api=api, model=model, params=params, client=client)
+        return telemetry.request(api=api, model=model, params=params, client=client)
 
     def _new_machine(
         self,
@@ -587,11 +602,24 @@ def _both(
     return hook
 
 
-def _open_telemetry(enabled: bool, content: bool | None) -> Telemetry | None:
-    """OT-1: the session's telemetry — None when it is off or `opentelemetry-api` does not import,
-    and then nothing of it (ours or OpenTelemetry's) is imported."""
-    if not enabled:
-        return None
+# The environment variables with which OpenTelemetry's API loads a provider itself, when first asked.
+_PROVIDER_ENV = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+
+
+def _provider_possible() -> bool:
+    """Whether a tracer or meter provider can be set in this process yet (OT-1, OT-3). Setting one
+    imports `opentelemetry.trace` or `opentelemetry.metrics` (the SDK, an auto-instrumentation, the
+    application's own code), or is left to the API by an environment variable; with neither, every
+    span and instrument would be a no-op, so the request is not traced and neither OpenTelemetry
+    nor our telemetry module is imported (their import was most of a process's first request)."""
+    modules = sys.modules
+    if "opentelemetry.trace" in modules or "opentelemetry.metrics" in modules:
+        return True
+    return any(os.environ.get(name) for name in _PROVIDER_ENV)
+
+
+def _open_telemetry(content: bool | None) -> Telemetry | None:
+    """OT-1: the session's telemetry, or None when `opentelemetry-api` does not import."""
     try:
         from .telemetry import Telemetry
     except ImportError:

@@ -217,8 +217,14 @@ def is_async_client(client: Any) -> bool:
 
 
 def _probe_async(client: Any) -> bool:
-    if type(client).__name__.startswith("Async"):
+    cls = type(client)
+    if cls.__name__.startswith("Async"):
         return True
+    if _fixed_shape(cls):
+        # The SDKs name every async client class Async*: their other classes are sync, told without
+        # touching a resource (each is a lazy import: `client.responses` alone costs a Chat request
+        # ~100 ms of pydantic models it never uses).
+        return False
     for path in _ASYNC_PROBES:
         target = client
         for name in path:
@@ -303,7 +309,10 @@ def looks_like_client(obj: Any) -> bool:
     cls = type(obj)
     if cls in _client_classes:
         return True
-    found = any(hasattr(obj, name) for name in ("chat", "messages", "responses", "converse_stream"))
+    # The class first: an SDK's resources are lazy properties on it, seen there without being built
+    # (building one imports its module); an object given its attributes one by one is seen on itself.
+    names = ("chat", "messages", "responses", "converse_stream")
+    found = any(hasattr(cls, name) for name in names) or any(hasattr(obj, name) for name in names)
     if not found:  # google.genai.Client
         found = hasattr(getattr(obj, "models", None), "generate_content_stream")
     if found and _fixed_shape(cls):

@@ -101,8 +101,11 @@ class Shape:
     that may not be absent or null. `by` and `cases` pick a further shape by the value of a
     discriminating field (an event's `type`): `Shape(by="type", cases={"text_delta": …})`.
 
-    The declaration is compiled once into a straight-line checking function (as `dataclasses`
-    writes `__init__`): on the hot path, one dict lookup and one type test per declared field.
+    The declaration is compiled into a straight-line checking function (as `dataclasses` writes
+    `__init__`): on the hot path, one dict lookup and one type test per declared field. It is
+    compiled at its first call, not at the declaration: a process pays only for the shapes its
+    requests meet (a nested shape is usually inlined into its parent's function and never called
+    itself), and importing a provider's module compiles nothing. `compiled()` compiles at once.
     """
 
     __slots__ = ("_check", "by", "cases", "check", "fields", "name", "required")
@@ -121,10 +124,29 @@ class Shape:
         self.required = required
         self.by = by
         self.cases = dict(cases or {})
-        self._check: Callable[[object], None] = _compile(self, wrapped=False)
+        # Each replaced by its compiled function at its first call (the same function after it).
+        self._check: Callable[[object], None] = self._first_check
         # check(payload, what): raise the malformed-chunk error naming the first field of the
         # wrong shape in `payload`; `what` names the payload ("Chat Completions chunk", …).
-        self.check: Callable[[object, str], None] = _compile(self, wrapped=True)
+        self.check: Callable[[object, str], None] = self._first_call
+
+    def _first_check(self, payload: object) -> None:
+        self.plain_check()(payload)
+
+    def _first_call(self, payload: object, what: str) -> None:
+        self.compiled()(payload, what)
+
+    def plain_check(self) -> Callable[[object], None]:
+        """The compiled check that raises `_Wrong` (what a parent with many cases calls)."""
+        if self._check == self._first_check:
+            self._check = _compile(self, wrapped=False)
+        return self._check
+
+    def compiled(self) -> Callable[[object, str], None]:
+        """`check`, compiled now if it was not yet (a declaration's mistake is raised here)."""
+        if self.check == self._first_call:
+            self.check = _compile(self, wrapped=True)
+        return self.check
 
 
 def _report(wrong: _Wrong, what: str) -> ProviderStreamError:
@@ -145,7 +167,7 @@ def _compile(shape: Shape, *, wrapped: bool) -> Any:
     else:
         lines = ["def check(o):"]
         _emit(shape, "o", (), "    ", 0, lines, env)
-    exec("\n".join(lines), env)  # our own declarations only, compiled once at import
+    exec("\n".join(lines), env)  # our own declarations only, compiled once, at first use
     return env["check"]
 
 
@@ -202,7 +224,7 @@ def _emit(
                 _emit(case, var, path, ind + "    ", depth + 1, lines, env)
         else:
             cases, found = f"CASES{len(env)}", f"c{depth}"
-            env[cases] = {name: case._check for name, case in shape.cases.items()}
+            env[cases] = {name: case.plain_check() for name, case in shape.cases.items()}
             lines += [
                 f"{ind}if type({kind}) is str:",
                 f"{ind}    {found} = {cases}.get({kind})",

@@ -1,0 +1,184 @@
+"""The first request of a process loads only what that request needs (OT-1, OT-3; the lazy rules in
+docs/spec-notes.md, "The first request of a process"). Each case runs in a fresh interpreter (this
+one has everything loaded by other tests) and checks `sys.modules` after a real request over
+loopback HTTP: none of them measures time, so each fails only when a lazy import turns eager again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = r"""
+import json, sys
+import openai
+from fsm_agent import Session
+from fsm_agent.testing import Emulator, Scenario
+
+api = sys.argv[1]
+with Emulator(default=Scenario.build("Hello there.")) as emu:
+    client = openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
+    if api == "chat":
+        params = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+    else:
+        params = {"model": "gpt-4.1", "input": "hi"}
+    result = Session().stream(client, params)
+    client.close()
+watched = ("opentelemetry", "fsm_agent.telemetry", "openai.resources.chat", "openai.resources.responses")
+loaded = sorted({w for w in watched for m in sys.modules if m == w or m.startswith(w + ".")})
+print(json.dumps({"content": result.content, "loaded": loaded}))
+"""
+
+
+def run(script: str, *args: str, env_extra: dict[str, str] | None = None) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env.update(env_extra or {})
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60, env=env, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+def test_opentelemetry_is_importable_here() -> None:
+    """The cases below would pass vacuously without it: OpenTelemetry must be there to be left alone."""
+    assert importlib.util.find_spec("opentelemetry") is not None
+    assert importlib.util.find_spec("opentelemetry.sdk") is not None
+
+
+@pytest.mark.parametrize(
+    ("api", "needed", "unneeded"),
+    [
+        ("chat", "openai.resources.chat", "openai.resources.responses"),
+        ("responses", "openai.resources.responses", "openai.resources.chat"),
+    ],
+)
+def test_a_request_loads_only_its_own_sdk_resource_and_no_telemetry(
+    api: str, needed: str, unneeded: str
+) -> None:
+    """The client probes look at the client's class, so the other API's SDK resource (a lazy
+    import of pydantic models costing tens of milliseconds) is never built; with no tracer or
+    meter provider possible, neither OpenTelemetry nor our telemetry module is imported."""
+    report = run(SCRIPT, api)
+    assert unneeded not in report["loaded"]  # type: ignore[operator]
+    assert report == {"content": "Hello there.", "loaded": [needed]}
+
+
+PROVIDER_SCRIPT = r"""
+import json, sys
+import openai
+from fsm_agent import Session
+from fsm_agent.testing import Emulator, Scenario
+
+with Emulator(default=Scenario.build("Hello there.")) as emu:
+    client = openai.OpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
+    session = Session()
+    params = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+    session.stream(client, params)
+    first = "fsm_agent.telemetry" in sys.modules
+    if sys.argv[1] == "late":  # the application sets its provider after a first request
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        session.stream(client, params)
+        spans = sorted(span.name for span in exporter.get_finished_spans())
+    else:
+        spans = []
+    client.close()
+from fsm_agent import telemetry
+print(json.dumps({"first": first, "configured": telemetry.sdk_configured(), "spans": spans}))
+"""
+
+
+def test_a_provider_set_after_the_first_request_is_used_by_the_next() -> None:
+    """OT-1: the session's telemetry is made at the first request that could be traced."""
+    report = run(PROVIDER_SCRIPT, "late")
+    assert report == {"first": False, "configured": True, "spans": ["chat gpt-4.1", "fsm_agent.attempt"]}
+
+
+def test_a_provider_named_by_the_environment_is_seen_at_the_first_request() -> None:
+    """OpenTelemetry's API loads the provider an environment variable names when first asked: the
+    first request asks, so it is traced without the application importing anything."""
+    report = run(PROVIDER_SCRIPT, "env", env_extra={"OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"})
+    assert report == {"first": True, "configured": True, "spans": []}
+
+
+SHAPES_SCRIPT = r"""
+import importlib, json
+from fsm_agent.providers import APIS, adapter_for
+from fsm_agent.wire.shapes import Shape
+
+modules = ("openai_chat", "openai_responses", "anthropic_events", "bedrock", "gemini_events")
+for api in APIS:
+    adapter_for(api)
+shapes = [value for name in modules
+          for value in vars(importlib.import_module(f"fsm_agent.providers.{name}")).values()
+          if isinstance(value, Shape)]
+compiled = [shape.name for shape in shapes if getattr(shape.check, "__self__", None) is not shape]
+print(json.dumps({"shapes": len(shapes), "compiled": compiled}))
+"""
+
+
+def test_importing_the_providers_compiles_no_shape() -> None:
+    """SEC-4's shapes are compiled at their first check, not when a provider's module is imported."""
+    report = run(SHAPES_SCRIPT)
+    assert report["shapes"] >= 10  # type: ignore[operator]
+    assert report["compiled"] == []
+
+
+def _all_shapes() -> list[object]:
+    import importlib
+
+    from fsm_agent.providers import APIS, adapter_for
+    from fsm_agent.wire.shapes import Shape
+
+    for api in APIS:
+        adapter_for(api)
+    found: list[Shape] = []
+    todo = [
+        value
+        for name in ("openai_chat", "openai_responses", "anthropic_events", "bedrock", "gemini_events")
+        for value in vars(importlib.import_module(f"fsm_agent.providers.{name}")).values()
+        if isinstance(value, Shape)
+    ]
+    while todo:
+        shape = todo.pop()
+        if any(shape is seen for seen in found):
+            continue
+        found.append(shape)
+        todo += shape.cases.values()
+        todo += [
+            spec if isinstance(spec, Shape) else spec[0]
+            for spec in shape.fields.values()
+            if isinstance(spec, (Shape, list))
+        ]
+    return list(found)
+
+
+def test_every_declared_shape_compiles_and_a_check_stays_compiled() -> None:
+    """A mistake in a declaration is not left to the first payload that meets it: this compiles all."""
+    from fsm_agent.wire.shapes import Shape
+
+    shapes = _all_shapes()
+    assert len(shapes) >= 20
+    for shape in shapes:
+        assert isinstance(shape, Shape)
+        check, plain = shape.compiled(), shape.plain_check()
+        assert shape.compiled() is check and shape.check is check
+        assert shape.plain_check() is plain
