@@ -10,7 +10,10 @@ against the versions installed (it runs in both CI environments).
 
 from __future__ import annotations
 
+import contextlib
 import socket
+from collections.abc import Iterator
+from typing import Any
 
 import anthropic
 import boto3
@@ -54,7 +57,9 @@ def test_openai_and_anthropic_responses_expose_their_socket(emulator: Emulator) 
             )
 
 
-def test_botocore_event_streams_expose_their_socket(emulator: Emulator) -> None:
+@contextlib.contextmanager
+def _converse_stream(emulator: Emulator) -> Iterator[Any]:
+    """A real boto3 ConverseStream answer's `EventStream` from the emulator, closed afterwards."""
     emulator.script(Scenario.build("one"))
     client = boto3.client(
         "bedrock-runtime",
@@ -67,19 +72,23 @@ def test_botocore_event_streams_expose_their_socket(emulator: Emulator) -> None:
         answer = client.converse_stream(modelId="m", messages=[{"role": "user", "content": [{"text": "hi"}]}])
         stream = answer["stream"]
         try:
-            assert hasattr(stream, "_raw_stream"), _explain(
-                "botocore", botocore.__version__, "EventStream._raw_stream"
-            )
-            assert isinstance(_socket_under(stream), socket.socket), _explain(
-                "urllib3 (under botocore)",
-                botocore.__version__,
-                "HTTPResponse._connection.sock or _fp.fp.raw._sock",
-            )
+            yield stream
         finally:
             stream.close()
     finally:
         client.close()
 
+
+def test_botocore_event_streams_expose_their_socket(emulator: Emulator) -> None:
+    with _converse_stream(emulator) as stream:
+        assert hasattr(stream, "_raw_stream"), _explain(
+            "botocore", botocore.__version__, "EventStream._raw_stream"
+        )
+        assert isinstance(_socket_under(stream), socket.socket), _explain(
+            "urllib3 (under botocore)",
+            botocore.__version__,
+            "HTTPResponse._connection.sock or _fp.fp.raw._sock",
+        )
 
 
 def test_botocore_event_streams_are_read_where_our_decoder_reads_them(emulator: Emulator) -> None:
@@ -91,26 +100,11 @@ def test_botocore_event_streams_are_read_where_our_decoder_reads_them(emulator: 
 
     from fsm_agent.providers.bedrock import _botocore_error, _raw_body
 
-    emulator.script(Scenario.build("one"))
-    client = boto3.client(
-        "bedrock-runtime",
-        endpoint_url=emulator.bedrock_endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="x",
-        aws_secret_access_key="x",
-    )
-    try:
-        answer = client.converse_stream(modelId="m", messages=[{"role": "user", "content": [{"text": "hi"}]}])
-        stream = answer["stream"]
-        try:
-            assert _raw_body(stream) is not None, (
-                f"botocore {botocore.__version__}: EventStream._raw_stream.stream() is gone; Bedrock "
-                "streams fall back to botocore's own parser (WIRE-1)"
-            )
-        finally:
-            stream.close()
-    finally:
-        client.close()
+    with _converse_stream(emulator) as stream:
+        assert _raw_body(stream) is not None, (
+            f"botocore {botocore.__version__}: EventStream._raw_stream.stream() is gone; Bedrock "
+            "streams fall back to botocore's own parser (WIRE-1)"
+        )
     cls = botocore.eventstream.EventStream
     for name, args in (
         ("ChecksumMismatch", (1, 2)),
