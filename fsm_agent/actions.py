@@ -8,16 +8,19 @@ takes `ToolArgs` (→ on_tool_args) from `RequestMachine.take_tool_args()`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
+from .events import ReasoningDelta, TextDelta
 from .result import StreamResult
 
 __all__ = [
+    "Action",
     "CloseAttempt",
     "DeliverText",
     "Finish",
     "LoadRoute",
     "OpenAttempt",
+    "Output",
     "Raise",
     "Remember",
     "RunFallback",
@@ -111,3 +114,22 @@ class Finish:
 @dataclass(frozen=True, slots=True)
 class Raise:
     error: BaseException
+
+
+# Everything the machine may ask of its driver, and everything it returns from `feed()`: an action,
+# or a wire delta to deliver (TextDelta -> on_text, ReasoningDelta -> on_reasoning).
+Action: TypeAlias = (
+    ToolNamed
+    | ToolArgs
+    | OpenAttempt
+    | CloseAttempt
+    | DeliverText
+    | Status
+    | Remember
+    | Wait
+    | RunFallback
+    | LoadRoute
+    | Finish
+    | Raise
+)
+Output: TypeAlias = Action | TextDelta | ReasoningDelta

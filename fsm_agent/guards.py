@@ -2,7 +2,7 @@
 
 Guards are small pure functions of the context: no I/O, no clock, no mutation. Their names are what
 diagram edges and transition records show; a policy (retry, stub, fallback) is a row of the table
-that combines them.
+that combines them. Only the machine (machine.py, request.py) calls them.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class RequestContext:
     visible_chars: int = 0
     tools_in_flight: int = 0
     finish_seen: bool = False
+    fallback_running: bool = False  # the non-streaming fallback request is out (RES-9)
 
     def __post_init__(self) -> None:
         self.bound_wait()
@@ -74,6 +75,7 @@ class RequestContext:
         self.visible_chars = 0
         self.tools_in_flight = 0
         self.finish_seen = False
+        self.fallback_running = False
         self.error = None
         self.error_kind = None
         self.error_status = None
@@ -228,6 +230,11 @@ def budget_left(ctx: RequestContext) -> bool:
     return ctx.retries_used < ctx.retries
 
 
+def has_retried(ctx: RequestContext) -> bool:
+    """RES-6: this route's retry budget was drawn on (a request that gives up says how often)."""
+    return ctx.retries_used > 0
+
+
 def has_visible_text(ctx: RequestContext) -> bool:
     """Text that is not whitespace only was delivered in this attempt."""
     return ctx.visible_chars > 0
@@ -266,6 +273,7 @@ GUARDS: dict[str, Guard] = {
         fallback_allowed,
         is_transient,
         budget_left,
+        has_retried,
         has_visible_text,
         tool_in_flight,
         route_left,

@@ -2,16 +2,26 @@
 
 Theory of operation. One `RequestMachine` runs one request. The driver feeds it normalized events
 (wire events from an adapter, timer events from the watchdog, control events); the machine updates
-its context and accumulator, fires a trigger of the table when an event changes the phase of the
-request, and returns what the driver must do (deliver a delta, open or close an attempt, fall back,
-finish, raise). Token deltas that do not change the phase are accumulated and counted on a fast path
-without touching the table.
+its context and accumulator, translates the event into one trigger of the table, and returns what
+the driver must do (deliver a delta, open or close an attempt, fall back, finish, raise). Token
+deltas that do not change the phase are accumulated and counted without firing anything.
+
+The table is the whole machine. Each row of `TABLE` is `(state, trigger) -> (effects, next
+state)` under named guards: the rows of a trigger from a state are tried in order, the first whose
+guards hold is taken, its destination is entered and its effects run, in their order. To know what
+`error` does in `streaming_tool`, read the `error` rows whose source holds `streaming_tool`.
 
 Rules:
 - Every state change is a row of `TABLE`, handed to `transitions.Machine` (one per process, see
   `engine`). Nothing else sets a state.
-  Anything not in the table is invalid: a trigger with no matching row raises `MachineError` (FSM-2).
-- Guards are the named predicates of `guards.py`; each evaluated value is written into the record.
+- Every (state, trigger) pair is either in a row, or listed in `IGNORED` (a delta that changes no
+  phase there: nothing fires, nothing is recorded), or listed in `INVALID`; firing an invalid
+  pair raises `MachineError` (FSM-2). tests/test_table_complete.py checks the three cover every
+  pair exactly once.
+- Guards are the named predicates of `guards.GUARDS`; each evaluated value is written into the
+  record. Effects are the named functions of `effects.EFFECTS`; the names run are written into the
+  record. Which message, marker or wait applies is decided by a row's guards, never inside an
+  effect.
 - The machine never performs I/O, reads no clock (time arrives with each event) and holds no lock.
 - Every transition yields one `TransitionRecord`, logged through structlog and handed to the sinks.
 """
@@ -24,19 +34,22 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from transitions import Machine, MachineError, Transition
-from transitions.core import Event
+from transitions import Machine, MachineError
 
+from .effects import EFFECTS
 from .guards import GUARDS
 
 __all__ = [
+    "IGNORED",
     "INITIAL",
+    "INVALID",
     "LIVE",
     "MACHINE_NAME",
     "NON_TERMINAL",
     "TABLE",
     "TERMINAL",
     "TRIGGERS",
+    "TRIGGER_ALIASES",
     "State",
     "engine",
     "fire",
@@ -75,180 +88,312 @@ def _row(
     dest: State | None,
     conditions: Sequence[str] = (),
     unless: Sequence[str] = (),
+    effects: Sequence[str] = (),
 ) -> Row:
+    """One row: from `source`, `trigger` moves to `dest` (None: stays, an internal transition) when
+    every guard of `conditions` holds and none of `unless` does; then `effects` run, in order."""
     sources = [source] if isinstance(source, State) else list(source)
     row: Row = {"trigger": trigger, "source": sources, "dest": dest}
     if conditions:
         row["conditions"] = list(conditions)
     if unless:
         row["unless"] = list(unless)
+    row["effects"] = list(effects)
     return row
 
 
-# What an attempt that failed (or ended unusably) may lead to, in the order the rows are tried.
-_OUTCOMES: dict[str, tuple[State, tuple[str, ...], tuple[str, ...]]] = {
-    # interrupts, callback errors, malformed frames, the byte cap: raised, never retried
-    "fatal": (S.FAILED, ("is_fatal",), ()),
-    # the finish reason already came: the answer is complete (only usage may be lost)
-    "finished": (S.DONE, ("finish_seen",), ()),
-    # RES-8: retry at once without stream_options; spends no budget
-    "options": (S.RETRYING, ("options_rejected",), ("has_visible_text",)),
-    # RES-9: streaming unavailable
-    "fallback": (S.FALLBACK, ("streaming_unsupported", "fallback_allowed"), ("has_visible_text",)),
-    # RES-2 / RES-6: nothing visible yet, retry silently (BO-3: unless the server asks for more
-    # than max_wait)
-    "retry": (S.RETRYING, ("is_transient", "budget_left"), ("has_visible_text", "hint_too_long")),
-    # RES-3: visible text and a tool call in flight, retry with a "reconnecting" marker
-    "retry_mid_tool": (
-        S.RETRYING,
-        ("is_transient", "budget_left", "has_visible_text", "tool_in_flight"),
-        ("hint_too_long",),
-    ),
-    # RT-2 / RT-3: this route cannot serve now and another remains; silent before anything visible
-    "switch_spent": (S.SWITCHING, ("route_left", "is_transient"), ("budget_left", "has_visible_text")),
-    "switch_hint": (S.SWITCHING, ("route_left", "is_transient", "hint_too_long"), ("has_visible_text",)),
-    "switch_refused": (S.SWITCHING, ("route_left", "route_refused"), ("has_visible_text",)),
-    "switch_unsupported": (
-        S.SWITCHING,
-        ("route_left", "streaming_unsupported"),
-        ("fallback_allowed", "has_visible_text"),
-    ),
-    # RT-3: visible text and a tool call in flight, and no retry here (retries spent, or a hint over
-    # max_wait): switch with a marker naming the route
-    "switch_mid_tool": (
-        S.SWITCHING,
-        ("route_left", "is_transient", "has_visible_text", "tool_in_flight"),
-        (),
-    ),
-    # RES-4 / RES-5: keep what the user read; never retry over it
-    "stub": (S.STUBBING, ("has_visible_text",), ()),
-    # RES-6 / RES-7: nothing visible, no retry left (or not retryable): raise
-    "fail": (S.FAILED, (), ()),
-}
-
-
-def _decide(trigger: str, sources: Sequence[State], outcomes: Sequence[str]) -> list[Row]:
-    """The decision rows for `trigger` from `sources`, limited to the outcomes that can occur
-    there (no dead rows: e.g. nothing is visible yet in `connecting`)."""
-    unknown = set(outcomes) - set(_OUTCOMES)
-    assert not unknown, unknown
-    return [
-        _row(trigger, sources, dest, conditions, unless)
-        for name, (dest, conditions, unless) in _OUTCOMES.items()
-        if name in outcomes
-    ]
-
+# The effects that recur, spelled the same way every time (see effects.py for each):
+#   done:    build_result, close, remember_success, finish       (the answer is handed over)
+#   failed:  close, [remember_no_streaming | give_up_* ], raise_error
+#   retry:   count_retry, [marker_reconnect], say_retrying, close_then_closed
+#   switch:  [marker_switch], say_switching[_hint], close, load_next_route
+#   stub:    keep_stub, [warn_dropped_tools], say_kept, close_then_closed
 
 TABLE: list[Row] = [
-    # A request begins: the breaker (WD-3, BO-7), the endpoint's cooldown (BO-6) and the learned
-    # streaming_disabled (RES-9) decide; a route whose breaker is open, or whose cooldown is longer
-    # than max_wait, is skipped at once, without a request (RT-1).
-    _row("start", S.IDLE, S.SWITCHING, ["breaker_tripped", "route_left"]),
-    _row("start", S.IDLE, S.FAILED, ["breaker_tripped"]),
-    _row("start", S.IDLE, S.SWITCHING, ["cooldown_too_long", "route_left"]),
-    _row("start", S.IDLE, S.WAITING, ["cooling_down"]),
-    _row("start", S.IDLE, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
-    _row("start", S.IDLE, S.CONNECTING),
-    # RT-2: the next route's health was read; it begins as a request does.
-    _row("route_ready", S.SWITCHING, S.SWITCHING, ["breaker_tripped", "route_left"]),
-    _row("route_ready", S.SWITCHING, S.FAILED, ["breaker_tripped"]),
-    _row("route_ready", S.SWITCHING, S.SWITCHING, ["cooldown_too_long", "route_left"]),
-    _row("route_ready", S.SWITCHING, S.WAITING, ["cooling_down"]),
-    _row("route_ready", S.SWITCHING, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
-    _row("route_ready", S.SWITCHING, S.CONNECTING),
-    # Phase changes of a healthy stream.
+    # -- a request (IDLE) or a route after a switch (SWITCHING, RT-2) begins -----------------------
+    # One trigger for both: a route begins as a request does. The breaker (WD-3, BO-7), the
+    # endpoint's cooldown (BO-6) and the learned streaming_disabled (RES-9) decide; a route whose
+    # breaker is open, or whose cooldown is longer than max_wait, is skipped at once, without a
+    # request (RT-1).
+    _row("start", (S.IDLE, S.SWITCHING), S.SWITCHING, ["breaker_tripped", "route_left"],
+         effects=["say_skip_breaker", "load_next_route"]),
+    _row("start", (S.IDLE, S.SWITCHING), S.FAILED, ["breaker_tripped"],
+         effects=["breaker_error", "close", "raise_error"]),
+    _row("start", (S.IDLE, S.SWITCHING), S.SWITCHING, ["cooldown_too_long", "route_left"],
+         effects=["say_skip_cooldown", "load_next_route"]),
+    _row("start", (S.IDLE, S.SWITCHING), S.WAITING, ["cooling_down"],
+         effects=["say_cooldown_wait", "wait"]),
+    _row("start", (S.IDLE, S.SWITCHING), S.FALLBACK, ["streaming_disabled", "fallback_allowed"],
+         effects=["run_fallback"]),
+    _row("start", (S.IDLE, S.SWITCHING), S.CONNECTING, effects=["open_attempt"]),
+    # -- phase changes of a healthy stream ---------------------------------------------------------
     _row("text", S.CONNECTING, S.STREAMING_TEXT),
     _row("tool_start", (S.CONNECTING, S.STREAMING_TEXT), S.STREAMING_TOOL),
     _row("tool_start", S.STREAMING_TOOL, None),
     _row("finish", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL), S.FINISHING),
-    _row("end", (S.STREAMING_TEXT, S.FINISHING), S.DONE),
-    # An end with nothing in it: empty (transient), or keepalives only (streaming unsupported).
-    # An end cut short of the finish reason is fed as an `error` (IncompleteStreamError).
-    *_decide("end", (S.CONNECTING,), ("fallback", "retry", "switch_spent", "switch_unsupported", "fail")),
-    # WIRE-5 / RES-9: the client answered stream=True with a finished response.
-    _row("finished_response", S.CONNECTING, S.FALLBACK, ["fallback_allowed"]),
-    _row("finished_response", S.CONNECTING, S.FAILED),
-    # Errors while an attempt is open.
-    *_decide(
-        "error",
-        (S.CONNECTING,),
-        (
-            "fatal",
-            "options",
-            "fallback",
-            "retry",
-            "switch_spent",
-            "switch_hint",
-            "switch_refused",
-            "switch_unsupported",
-            "fail",
-        ),
-    ),
-    *_decide(
-        "error",
-        (S.STREAMING_TEXT,),
-        ("fatal", "fallback", "retry", "switch_spent", "switch_unsupported", "stub", "fail"),
-    ),
-    *_decide(
-        "error",
-        (S.STREAMING_TOOL,),
-        ("fatal", "fallback", "retry", "retry_mid_tool", "switch_spent", "switch_mid_tool", "stub", "fail"),
-    ),
-    # After the finish reason the answer is whole: a lost usage chunk or end marker is no failure.
-    *_decide("error", (S.FINISHING,), ("fatal",)),
-    _row("error", S.FINISHING, S.DONE),
-    # WD-1: the watchdog fired; the driver aborts the attempt, then the stall (transient) is decided.
-    _row("stale", LIVE, S.STALLED),
-    *_decide(
-        "closed",
-        (S.STALLED,),
-        ("finished", "retry", "retry_mid_tool", "switch_spent", "switch_mid_tool", "stub", "fail"),
-    ),
-    # BO-2: between a failed attempt and the next one, the wait the policy decided (if any).
-    _row("closed", S.RETRYING, S.WAITING, ["must_wait"]),
-    _row("closed", S.RETRYING, S.CONNECTING),
-    _row("waited", S.WAITING, S.FALLBACK, ["streaming_disabled", "fallback_allowed"]),
-    _row("waited", S.WAITING, S.CONNECTING),
-    _row("closed", S.STUBBING, S.DONE),
-    # The non-streaming fallback: its answer is delivered, it fails, or it stalls (WD-3 counts it).
+    _row("end", (S.STREAMING_TEXT, S.FINISHING), S.DONE,
+         effects=["build_result", "close", "remember_success", "finish"]),
+    # -- an end with nothing in it: empty (transient), or keepalives only (streaming unsupported) ---
+    # (An end cut short of the finish reason is fed as an `error`: IncompleteStreamError.)
+    _row("end", S.CONNECTING, S.FALLBACK, ["streaming_unsupported", "fallback_allowed"], ["has_visible_text"],
+         effects=["remember_no_streaming", "say_falling_back", "close", "run_fallback"]),
+    _row("end", S.CONNECTING, S.RETRYING, ["is_transient", "budget_left"],
+         ["has_visible_text", "hint_too_long"],
+         effects=["count_retry", "say_retrying", "close_then_closed"]),
+    _row("end", S.CONNECTING, S.SWITCHING, ["route_left", "is_transient"],
+         ["budget_left", "has_visible_text"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("end", S.CONNECTING, S.SWITCHING, ["route_left", "streaming_unsupported"],
+         ["fallback_allowed", "has_visible_text"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("end", S.CONNECTING, S.FAILED, ["streaming_unsupported"],
+         effects=["close", "remember_no_streaming", "raise_error"]),
+    _row("end", S.CONNECTING, S.FAILED, ["is_transient", "has_retried"],
+         effects=["close", "give_up_spent", "raise_error"]),
+    _row("end", S.CONNECTING, S.FAILED, effects=["close", "raise_error"]),
+    # -- WIRE-5 / RES-9: the client answered stream=True with a finished response ------------------
+    _row("finished_response", S.CONNECTING, S.FALLBACK, ["fallback_allowed"],
+         effects=["remember_no_streaming", "say_falling_back", "close", "run_fallback"]),
+    _row("finished_response", S.CONNECTING, S.FAILED,
+         effects=["close", "remember_no_streaming", "raise_error"]),
+    # -- an error before anything arrived (CONNECTING) ---------------------------------------------
+    # interrupts, callback errors, malformed frames, the byte cap: raised, never retried
+    _row("error", S.CONNECTING, S.FAILED, ["is_fatal"], effects=["close", "raise_error"]),
+    # RES-8: retry at once without stream_options; spends no budget
+    _row("error", S.CONNECTING, S.RETRYING, ["options_rejected"], ["has_visible_text"],
+         effects=["retry_without_options", "close_then_closed"]),
+    # RES-9: streaming unavailable
+    _row("error", S.CONNECTING, S.FALLBACK, ["streaming_unsupported", "fallback_allowed"],
+         ["has_visible_text"],
+         effects=["remember_no_streaming", "say_falling_back", "close", "run_fallback"]),
+    # RES-2 / RES-6: nothing visible yet, retry silently (BO-3: unless the server asks for more
+    # than max_wait)
+    _row("error", S.CONNECTING, S.RETRYING, ["is_transient", "budget_left"],
+         ["has_visible_text", "hint_too_long"],
+         effects=["count_retry", "say_retrying", "close_then_closed"]),
+    # RT-2 / RT-3: this route cannot serve now and another remains: retries spent, a hint over
+    # max_wait (said in the status), a key or model refused, streaming unsupported
+    _row("error", S.CONNECTING, S.SWITCHING, ["route_left", "is_transient"],
+         ["budget_left", "has_visible_text", "hint_too_long"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.SWITCHING, ["route_left", "is_transient", "hint_too_long"],
+         ["has_visible_text"],
+         effects=["say_switching_hint", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.SWITCHING, ["route_left", "route_refused"],
+         ["has_visible_text", "hint_too_long"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.SWITCHING, ["route_left", "route_refused", "hint_too_long"],
+         ["has_visible_text"],
+         effects=["say_switching_hint", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.SWITCHING, ["route_left", "streaming_unsupported"],
+         ["fallback_allowed", "has_visible_text", "hint_too_long"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.SWITCHING, ["route_left", "streaming_unsupported", "hint_too_long"],
+         ["fallback_allowed", "has_visible_text"],
+         effects=["say_switching_hint", "close", "load_next_route"]),
+    # RES-6 / RES-7: nothing visible, no retry left (or not retryable): raise
+    _row("error", S.CONNECTING, S.FAILED, ["streaming_unsupported"],
+         effects=["close", "remember_no_streaming", "raise_error"]),
+    _row("error", S.CONNECTING, S.FAILED, ["is_transient", "hint_too_long"],
+         effects=["close", "give_up_hint", "raise_error"]),
+    _row("error", S.CONNECTING, S.FAILED, ["is_transient", "has_retried"],
+         effects=["close", "give_up_spent", "raise_error"]),
+    _row("error", S.CONNECTING, S.FAILED, effects=["close", "raise_error"]),
+    # -- an error while text streams (STREAMING_TEXT: no tool call in flight) ----------------------
+    _row("error", S.STREAMING_TEXT, S.FAILED, ["is_fatal"], effects=["close", "raise_error"]),
+    _row("error", S.STREAMING_TEXT, S.FALLBACK, ["streaming_unsupported", "fallback_allowed"],
+         ["has_visible_text"],
+         effects=["remember_no_streaming", "say_falling_back", "close", "run_fallback"]),
+    _row("error", S.STREAMING_TEXT, S.RETRYING, ["is_transient", "budget_left"],
+         ["has_visible_text", "hint_too_long"],
+         effects=["count_retry", "say_retrying", "close_then_closed"]),
+    _row("error", S.STREAMING_TEXT, S.SWITCHING, ["route_left", "is_transient"],
+         ["budget_left", "has_visible_text", "hint_too_long"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("error", S.STREAMING_TEXT, S.SWITCHING, ["route_left", "is_transient", "hint_too_long"],
+         ["budget_left", "has_visible_text"],
+         effects=["say_switching_hint", "close", "load_next_route"]),
+    _row("error", S.STREAMING_TEXT, S.SWITCHING, ["route_left", "streaming_unsupported"],
+         ["fallback_allowed", "has_visible_text", "hint_too_long"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("error", S.STREAMING_TEXT, S.SWITCHING, ["route_left", "streaming_unsupported", "hint_too_long"],
+         ["fallback_allowed", "has_visible_text"],
+         effects=["say_switching_hint", "close", "load_next_route"]),
+    # RES-4: keep what the user read; never retry over it
+    _row("error", S.STREAMING_TEXT, S.STUBBING, ["has_visible_text"],
+         effects=["keep_stub", "say_kept", "close_then_closed"]),
+    _row("error", S.STREAMING_TEXT, S.FAILED, ["streaming_unsupported"],
+         effects=["close", "remember_no_streaming", "raise_error"]),
+    _row("error", S.STREAMING_TEXT, S.FAILED, ["is_transient", "hint_too_long"],
+         effects=["close", "give_up_hint", "raise_error"]),
+    _row("error", S.STREAMING_TEXT, S.FAILED, ["is_transient", "has_retried"],
+         effects=["close", "give_up_spent", "raise_error"]),
+    _row("error", S.STREAMING_TEXT, S.FAILED, effects=["close", "raise_error"]),
+    # -- an error while a tool call streams (STREAMING_TOOL) ----------------------------------------
+    _row("error", S.STREAMING_TOOL, S.FAILED, ["is_fatal"], effects=["close", "raise_error"]),
+    _row("error", S.STREAMING_TOOL, S.FALLBACK, ["streaming_unsupported", "fallback_allowed"],
+         ["has_visible_text"],
+         effects=["remember_no_streaming", "say_falling_back", "close", "run_fallback"]),
+    _row("error", S.STREAMING_TOOL, S.RETRYING, ["is_transient", "budget_left"],
+         ["has_visible_text", "hint_too_long"],
+         effects=["count_retry", "say_retrying", "close_then_closed"]),
+    # RES-3: visible text and a tool call in flight: retry with a "reconnecting" marker
+    _row("error", S.STREAMING_TOOL, S.RETRYING,
+         ["is_transient", "budget_left", "has_visible_text", "tool_in_flight"],
+         ["hint_too_long"],
+         effects=["count_retry", "marker_reconnect", "say_retrying", "close_then_closed"]),
+    _row("error", S.STREAMING_TOOL, S.SWITCHING, ["route_left", "is_transient"],
+         ["budget_left", "has_visible_text", "hint_too_long"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("error", S.STREAMING_TOOL, S.SWITCHING, ["route_left", "is_transient", "hint_too_long"],
+         ["budget_left", "has_visible_text"],
+         effects=["say_switching_hint", "close", "load_next_route"]),
+    # RT-3: visible text and a tool call in flight, and no retry here (retries spent, or a hint
+    # over max_wait): switch with a marker naming the route
+    _row("error", S.STREAMING_TOOL, S.SWITCHING,
+         ["route_left", "is_transient", "has_visible_text", "tool_in_flight"],
+         ["hint_too_long"],
+         effects=["marker_switch", "say_switching", "close", "load_next_route"]),
+    _row("error", S.STREAMING_TOOL, S.SWITCHING,
+         ["route_left", "is_transient", "has_visible_text", "tool_in_flight", "hint_too_long"],
+         effects=["marker_switch", "say_switching_hint", "close", "load_next_route"]),
+    # RES-5: keep what the user read and say which tool call was dropped
+    _row("error", S.STREAMING_TOOL, S.STUBBING, ["has_visible_text"],
+         effects=["keep_stub", "warn_dropped_tools", "say_kept", "close_then_closed"]),
+    _row("error", S.STREAMING_TOOL, S.FAILED, ["streaming_unsupported"],
+         effects=["close", "remember_no_streaming", "raise_error"]),
+    _row("error", S.STREAMING_TOOL, S.FAILED, ["is_transient", "hint_too_long"],
+         effects=["close", "give_up_hint", "raise_error"]),
+    _row("error", S.STREAMING_TOOL, S.FAILED, ["is_transient", "has_retried"],
+         effects=["close", "give_up_spent", "raise_error"]),
+    _row("error", S.STREAMING_TOOL, S.FAILED, effects=["close", "raise_error"]),
+    # -- after the finish reason the answer is whole: a lost usage chunk or end marker is no failure
+    _row("error", S.FINISHING, S.FAILED, ["is_fatal"], effects=["close", "raise_error"]),
+    _row("error", S.FINISHING, S.DONE,
+         effects=["build_result", "keep_late_error", "close", "remember_success", "finish"]),
+    # -- WD-1: the watchdog fired; the driver aborts the attempt, then the stall (transient) is decided
+    _row("stale", LIVE, S.STALLED, effects=["say_stalled", "close_then_closed"]),
+    _row("closed", S.STALLED, S.DONE, ["finish_seen"],
+         effects=["build_result", "close", "remember_success", "finish"]),
+    _row("closed", S.STALLED, S.RETRYING, ["is_transient", "budget_left"],
+         ["has_visible_text", "hint_too_long"],
+         effects=["count_retry", "say_retrying", "close_then_closed"]),
+    _row("closed", S.STALLED, S.RETRYING,
+         ["is_transient", "budget_left", "has_visible_text", "tool_in_flight"],
+         ["hint_too_long"],
+         effects=["count_retry", "marker_reconnect", "say_retrying", "close_then_closed"]),
+    _row("closed", S.STALLED, S.SWITCHING, ["route_left", "is_transient"],
+         ["budget_left", "has_visible_text"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("closed", S.STALLED, S.SWITCHING,
+         ["route_left", "is_transient", "has_visible_text", "tool_in_flight"],
+         effects=["marker_switch", "say_switching", "close", "load_next_route"]),
+    _row("closed", S.STALLED, S.STUBBING, ["has_visible_text", "tool_in_flight"],
+         effects=["keep_stub", "warn_dropped_tools", "say_kept", "close_then_closed"]),
+    _row("closed", S.STALLED, S.STUBBING, ["has_visible_text"],
+         effects=["keep_stub", "say_kept", "close_then_closed"]),
+    _row("closed", S.STALLED, S.FAILED, ["is_transient", "has_retried"],
+         effects=["close", "give_up_spent", "raise_error"]),
+    _row("closed", S.STALLED, S.FAILED, effects=["close", "raise_error"]),
+    # -- BO-2: between a failed attempt and the next one, the wait the policy decided (if any) -----
+    _row("closed", S.RETRYING, S.WAITING, ["must_wait"], effects=["say_backoff_wait", "wait"]),
+    _row("closed", S.RETRYING, S.CONNECTING, effects=["open_attempt"]),
+    _row("waited", S.WAITING, S.FALLBACK,
+         ["streaming_disabled", "fallback_allowed"], effects=["run_fallback"]),
+    _row("waited", S.WAITING, S.CONNECTING, effects=["open_attempt"]),
+    _row("closed", S.STUBBING, S.DONE, effects=["close", "remember_success", "finish"]),
+    # -- the non-streaming fallback: delivered, failed, or stalled (WD-3 counts it) ----------------
     # A plain request that cannot be served there either leaves for the next route (RT-2).
-    _row("fallback_done", S.FALLBACK, S.DONE),
-    _row("error", S.FALLBACK, S.FAILED, ["is_fatal"]),
-    _row("error", S.FALLBACK, S.SWITCHING, ["route_left", "is_transient"]),
-    _row("error", S.FALLBACK, S.SWITCHING, ["route_left", "route_refused"]),
-    _row("error", S.FALLBACK, S.FAILED),
-    _row("stale", S.FALLBACK, S.SWITCHING, ["route_left"]),
-    _row("stale", S.FALLBACK, S.FAILED),
-    # CB-6: the caller's on_text raised on the library's own text (marker or warning).
-    _row("error", (S.RETRYING, S.STUBBING, S.SWITCHING), S.FAILED),
-    # RES-11: an interrupt ends the request from any state after the start, never retried.
-    _row("interrupt", tuple(state for state in NON_TERMINAL if state is not S.IDLE), S.FAILED),
-]
+    _row("fallback_done", S.FALLBACK, S.DONE,
+         effects=["build_result", "not_streamed", "close", "remember_success", "finish"]),
+    _row("error", S.FALLBACK, S.FAILED, ["is_fatal"], effects=["close", "raise_error"]),
+    _row("error", S.FALLBACK, S.SWITCHING, ["route_left", "is_transient"], ["hint_too_long"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("error", S.FALLBACK, S.SWITCHING, ["route_left", "is_transient", "hint_too_long"],
+         effects=["say_switching_hint", "close", "load_next_route"]),
+    _row("error", S.FALLBACK, S.SWITCHING, ["route_left", "route_refused"], ["hint_too_long"],
+         effects=["say_switching", "close", "load_next_route"]),
+    _row("error", S.FALLBACK, S.SWITCHING, ["route_left", "route_refused", "hint_too_long"],
+         effects=["say_switching_hint", "close", "load_next_route"]),
+    _row("error", S.FALLBACK, S.FAILED, ["streaming_unsupported"],
+         effects=["close", "remember_no_streaming", "raise_error"]),
+    _row("error", S.FALLBACK, S.FAILED, ["is_transient", "hint_too_long"],
+         effects=["close", "give_up_hint", "raise_error"]),
+    _row("error", S.FALLBACK, S.FAILED, ["is_transient", "has_retried"],
+         effects=["close", "give_up_spent", "raise_error"]),
+    _row("error", S.FALLBACK, S.FAILED, effects=["close", "raise_error"]),
+    _row("stale", S.FALLBACK, S.SWITCHING,
+         ["route_left"], effects=["say_switching", "close", "load_next_route"]),
+    _row("stale", S.FALLBACK, S.FAILED, ["is_transient", "has_retried"],
+         effects=["close", "give_up_spent", "raise_error"]),
+    _row("stale", S.FALLBACK, S.FAILED, effects=["close", "raise_error"]),
+    # -- CB-6: the caller's on_text or on_status raised on the library's own text ------------------
+    _row("error", (S.RETRYING, S.STUBBING, S.SWITCHING), S.FAILED, effects=["close", "raise_error"]),
+    # -- RES-11: an interrupt ends the request from any state after the start, never retried -------
+    _row("interrupt",
+         (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING, S.STALLED, S.RETRYING, S.WAITING,
+          S.STUBBING, S.FALLBACK, S.SWITCHING),
+         S.FAILED, effects=["close", "raise_error"]),
+]  # fmt: skip
+
+# Pairs where a delta changes no phase: it is accumulated (and delivered) and nothing is fired, so
+# nothing is recorded. Text, reasoning and refusal deltas fire `text`; a new tool call `tool_start`;
+# a finish reason `finish` (the fallback's answer arrives as such events too).
+IGNORED: dict[str, tuple[State, ...]] = {
+    "text": (S.IDLE, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING, S.STALLED, S.RETRYING, S.WAITING,
+             S.STUBBING, S.FALLBACK, S.SWITCHING, S.DONE, S.FAILED),
+    "tool_start": (S.IDLE, S.FINISHING, S.STALLED, S.RETRYING, S.WAITING, S.STUBBING, S.FALLBACK, S.SWITCHING,
+                   S.DONE, S.FAILED),
+    "finish": (S.IDLE, S.FINISHING, S.STALLED, S.RETRYING, S.WAITING, S.STUBBING, S.FALLBACK, S.SWITCHING,
+               S.DONE, S.FAILED),
+}  # fmt: skip
+
+# Pairs that cannot happen in a correct driver: firing one raises MachineError (FSM-2).
+INVALID: dict[str, tuple[State, ...]] = {
+    "start": (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING, S.STALLED, S.RETRYING, S.WAITING,
+              S.STUBBING, S.FALLBACK, S.DONE, S.FAILED),
+    "end": (S.IDLE, S.STREAMING_TOOL, S.STALLED, S.RETRYING, S.WAITING, S.STUBBING, S.FALLBACK, S.SWITCHING,
+            S.DONE, S.FAILED),
+    "finished_response": (S.IDLE, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING, S.STALLED, S.RETRYING,
+                          S.WAITING, S.STUBBING, S.FALLBACK, S.SWITCHING, S.DONE, S.FAILED),
+    "error": (S.IDLE, S.STALLED, S.WAITING, S.DONE, S.FAILED),
+    "stale": (S.IDLE, S.STALLED, S.RETRYING, S.WAITING, S.STUBBING, S.SWITCHING, S.DONE, S.FAILED),
+    "closed": (S.IDLE, S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING, S.WAITING, S.FALLBACK,
+               S.SWITCHING, S.DONE, S.FAILED),
+    "waited": (S.IDLE, S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING, S.STALLED, S.RETRYING,
+               S.STUBBING, S.FALLBACK, S.SWITCHING, S.DONE, S.FAILED),
+    "fallback_done": (S.IDLE, S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FINISHING, S.STALLED,
+                      S.RETRYING, S.WAITING, S.STUBBING, S.SWITCHING, S.DONE, S.FAILED),
+    "interrupt": (S.IDLE, S.DONE, S.FAILED),
+}  # fmt: skip
 
 # Every trigger of the table: the only names a replayed trace may fire (SEC-7).
 TRIGGERS = frozenset(row["trigger"] for row in TABLE)
 
+# Trigger names of older traces, read as today's: a route's start was `route_ready` before it
+# shared the rows of `start`.
+TRIGGER_ALIASES = {"route_ready": "start"}
 
-def guard_method(name: str) -> Callable[[Any], bool]:
-    """A model method for guard `name` that records the value it decided with."""
-    guard = GUARDS[name]
+_IGNORED_SETS: dict[str, frozenset[State]] = {
+    trigger: frozenset(states) for trigger, states in IGNORED.items()
+}
+_NOTHING: frozenset[State] = frozenset()
 
-    def method(model: Any) -> bool:
-        value = guard(model.ctx)
-        model.guard_values[name] = value
-        return value
 
-    method.__name__ = name
-    return method
+def ignored_in(trigger: str) -> frozenset[State]:
+    """The states in which `trigger` is not fired (see `IGNORED`)."""
+    return _IGNORED_SETS.get(trigger, _NOTHING)
 
 
 # -- the engine: the table built into one `transitions.Machine` per process ------------------------
 #
 # Building a Machine costs far more than a short request's other work (hundreds of microseconds,
 # tens of KiB, hundreds of cyclic objects), so the table is built once, on first use, and every
-# request's model is driven by that one machine: `fire` hands the model to the trigger's
-# `transitions` Event, which reads the model's `state`, tries the trigger's rows from that state in
-# order (the guards are the model's methods, looked up by name), and sets the new state on it.
+# request's model is driven by that one machine through transitions' public API:
+# `machine.events[trigger].trigger(model, model)` reads the model's `state`, tries the trigger's
+# rows from that state in order, sets the new state on the model and runs the row's `after`
+# callbacks. The model itself is the one argument of the trigger, so each guard and effect is a
+# plain function of it (`_guard`, `_effect`): nothing is looked up on the model by name.
 # Models are never attached to the machine (`add_model` would bind a dozen partials to each,
 # making cycles): nothing is registered per request, so nothing is left to release on any exit
 # path. The machine keeps no per-model state and is not queued, so concurrent requests share it.
@@ -275,82 +420,44 @@ class _OwnRoutineLines(logging.Filter):
         )
 
 
-class _TableRow(Transition):
-    """One row of `TABLE` as the engine executes it (the engine's `transition_cls`).
+def _guard(name: str) -> Callable[[Any], bool]:
+    """Guard `name` as the engine calls it: on the model, recording the value it decided with."""
+    guard = GUARDS[name]
 
-    `transitions.Transition.execute` wraps a row's guards in its callback hooks (prepare, before,
-    after, the states' enter and exit, the machine's before/after state change) and a handful of
-    DEBUG lines. The table uses none of those hooks (`_build_engine` checks it) and the DEBUG lines
-    about this machine are dropped (`_OwnRoutineLines`), so a row is executed as what remains of
-    that method: its guards in order, each a model method named after the guard that must return
-    the wanted value (`Condition.check`), then the destination set on the model's `state`
-    (`Machine.set_state`). The event still chooses the rows from the model's state and stops at
-    the first that moves it (`Event.trigger`).
-    """
+    def check(model: Any) -> bool:
+        value = guard(model.ctx)
+        model.guard_values[name] = value
+        return value
 
-    def __init__(self, source: str, dest: Any, *args: Any, **kwargs: Any) -> None:
-        super().__init__(source, dest, *args, **kwargs)
-        self._dest_state = None if dest is None else State[dest]  # None: an internal transition
-        # (name, wanted value) per guard; the names are checked to be strings at build
-        self._guards: tuple[tuple[Any, bool], ...] = tuple(
-            (condition.func, condition.target) for condition in self.conditions
-        )
-
-    def execute(self, event_data: Any) -> bool:
-        model = event_data.model
-        for name, wanted in self._guards:
-            if getattr(model, name)() != wanted:
-                return False
-        if self._dest_state is not None:
-            model.state = self._dest_state
-        return True
+    check.__name__ = name
+    return check
 
 
-class _TableEvent(Event):
-    """A trigger of `TABLE` as the engine fires it (the engine's `event_cls`).
+def _effect(name: str) -> Callable[[Any], None]:
+    """Effect `name` as the engine runs it (a row's `after` callback): its outputs are collected
+    on the model, and its name is recorded."""
+    effect = EFFECTS[name]
 
-    `Event.trigger` is transitions' own: it wraps the model in an `EventData` and runs the event
-    through `Machine._process`. What that runs, `Event._trigger`, is kept to what the table uses:
-    the rows of the trigger from the model's state, tried in order until one moves it
-    (`_TableRow.execute`), and transitions' `MachineError` when no row starts there (FSM-2). The
-    machine-wide hooks it would also call (prepare_event, finalize_event, on_exception) are
-    checked absent when the engine is built, like the rows' own.
-    """
+    def run(model: Any) -> None:
+        model.effects_run.append(name)
+        model.outputs.extend(effect(model))
 
-    def _trigger(self, event_data: Any) -> bool:
-        name = event_data.model.state._name_  # (`.name` is a property: slower, on every trigger)
-        rows = self.transitions.get(name)
-        if rows is None:
-            raise MachineError(f"{MACHINE_NAME}: Can't trigger event {self.name} from state {name}!")
-        for row in rows:
-            if row.execute(event_data):
-                event_data.result = True
-                return True
-        return False
+    run.__name__ = name
+    return run
 
 
-def _uses_no_hooks(machine: Machine) -> bool:
-    """True when nothing `_TableRow.execute` leaves out would have run."""
-    machine_hooks = (
-        machine.before_state_change,
-        machine.after_state_change,
-        machine.prepare_event,
-        machine.finalize_event,
-        machine.on_exception,
-        machine.on_final,
-    )
-    rows = [row for event in machine.events.values() for rows in event.transitions.values() for row in rows]
-    return (
-        not any(machine_hooks)
-        and all(not (row.prepare or row.before or row.after) for row in rows)
-        and all(not (state.on_enter or state.on_exit or state.final) for state in machine.states.values())
-        and all(isinstance(condition.func, str) for row in rows for condition in row.conditions)
-    )
-
-
-class _LeanMachine(Machine):
-    transition_cls = _TableRow
-    event_cls = _TableEvent
+def _engine_rows() -> list[dict[str, Any]]:
+    """TABLE as transitions takes it: the guards and effects as callables, the effects as `after`."""
+    guards = {name: _guard(name) for name in GUARDS}
+    effects = {name: _effect(name) for name in EFFECTS}
+    rows = []
+    for row in TABLE:
+        built: dict[str, Any] = {"trigger": row["trigger"], "source": row["source"], "dest": row["dest"]}
+        built["conditions"] = [guards[name] for name in row.get("conditions", ())]
+        built["unless"] = [guards[name] for name in row.get("unless", ())]
+        built["after"] = [effects[name] for name in row["effects"]]
+        rows.append(built)
+    return rows
 
 
 def engine() -> Machine:
@@ -369,27 +476,31 @@ def _build_engine() -> Machine:
             # another library's logger just by being imported.
             # (The engine logs through its module's logger; a parent's filters never see it.)
             logging.getLogger(Machine.__module__).addFilter(_OwnRoutineLines())
-            machine = _LeanMachine(
+            _engine = Machine(
                 model=None,
                 states=State,
-                transitions=TABLE,
+                transitions=_engine_rows(),
                 initial=INITIAL,
                 auto_transitions=False,
                 ignore_invalid_triggers=False,
                 queued=False,
                 name=MACHINE_NAME,
             )
-            if not _uses_no_hooks(machine):  # a hook added to the table needs the full execute
-                raise RuntimeError("the table uses a transitions hook that _TableRow does not run")
-            _engine = machine
         return _engine
 
 
 def fire(model: Any, trigger: str) -> bool:
-    """Fire `trigger` on `model` (which has `state`, `ctx` and `guard_values`) through the engine.
+    """Fire `trigger` on `model` (which has `state`, `ctx`, `guard_values`, `effects_run` and
+    `outputs`) through the engine.
 
-    True when a row moved the model; raises `transitions.MachineError` when no row of `trigger`
-    starts from the model's state, and KeyError for a trigger the table does not name.
+    True when a row moved the model (its effects have run); False when no row of `trigger` starts
+    from the model's state or none of them applies, or the table has no such trigger (FSM-2).
     """
-    result: bool = engine().events[trigger].trigger(model)
-    return result
+    event = engine().events.get(trigger)
+    if event is None:
+        return False
+    try:
+        moved: bool = event.trigger(model, model)
+    except MachineError:  # no row of the trigger starts from the model's state
+        return False
+    return moved

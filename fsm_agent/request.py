@@ -2,8 +2,9 @@
 
 Sans-IO: it takes events (with the time they happened) and returns actions; it never touches a
 socket, a thread, a clock or an SDK, so the sync and async drivers and offline replay share it.
-Phase changes go through the transition table; plain token deltas take a fast path that only
-accumulates and counts.
+Each handler only translates its event: it updates the context and the accumulator, then fires
+one trigger of the table (`machine.TABLE`), which decides the next state and the effects; a
+trigger the table ignores in the current state (`machine.IGNORED`) is not fired.
 """
 
 from __future__ import annotations
@@ -12,17 +13,15 @@ import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from transitions import MachineError as _TransitionsMachineError
-
 from . import actions as act
 from .accumulator import Accumulator
 from .backoff import wait_before
+from .effects import RECONNECT_MARKER, dropped_tool_warning, error_summary, switch_marker
 from .errors import (
     EmptyStreamError,
     ErrorKind,
     IncompleteStreamError,
     MachineError,
-    ProviderUnresponsiveError,
     StreamingUnsupportedError,
     StreamStalledError,
     ToolInputError,
@@ -53,19 +52,29 @@ from .events import (
     UsageReport,
     WaitOver,
 )
-from .guards import GUARDS, RequestContext
-from .machine import INITIAL, TRIGGERS, State, fire, guard_method
-from .redact import error_text, redact_value
+from .guards import RequestContext
+from .machine import INITIAL, TRIGGERS, State, fire, ignored_in
 from .result import StreamResult
 from .trace.records import TransitionRecord
 
-__all__ = ["RECONNECT_MARKER", "RequestMachine", "dropped_tool_warning", "switch_marker"]
+__all__ = [
+    "RECONNECT_MARKER",
+    "Output",
+    "RequestMachine",
+    "dropped_tool_warning",
+    "error_summary",
+    "switch_marker",
+]
 
 log = logging.getLogger("fsm_agent")
 
 S = State
-Output = Any  # an action of `actions`, or a wire event to deliver
+Output = act.Output  # an action of `actions`, or a wire delta to deliver
 RecordHook = Callable[[TransitionRecord], None]
+# The states in which a delta's trigger is not fired (machine.IGNORED), read on every delta.
+_TEXT_IGNORED = ignored_in("text")
+_TOOL_START_IGNORED = ignored_in("tool_start")
+_FINISH_IGNORED = ignored_in("finish")
 EventHook = Callable[[object, float], None]
 
 # Events that never end an attempt or the request (see `tool_args_due_before`).
@@ -81,24 +90,6 @@ _ARGS_MAY_WAIT = frozenset(
         ResponseMeta,
     }
 )
-
-RECONNECT_MARKER = "\n\n[connection lost mid tool-call; reconnecting…]\n\n"
-
-
-def switch_marker(route: str) -> str:
-    """RT-3: the line on_text gets when a request leaves a route mid tool-call."""
-    return f"\n\n[connection lost mid tool-call; switching to {route}…]\n\n"
-
-
-def dropped_tool_warning(names: list[str]) -> str:
-    shown = ", ".join(names[:3])
-    if len(names) > 3:
-        shown += f" +{len(names) - 3} more"
-    return (
-        f"\n\n⚠ Stream stalled mid tool-call ({shown}); the action was not executed. "
-        "Ask again to retry it."
-    )
-
 
 def _event_summary(event: object) -> dict[str, Any]:
     """The event that fired a trigger, as a record field (no content: TR-5)."""
@@ -140,13 +131,15 @@ class RequestMachine:
         # ACC-11: read tool arguments as they stream only when someone watches (no cost otherwise)
         self.watch_tool_args = watch_tool_args
         self.acc = Accumulator(watch_tool_args)
-        self.guard_values: dict[str, bool] = {}
         self.records: list[TransitionRecord] = []
         self._on_record = on_record
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
-        self._raw: Any = None
+        self.raw_response: Any = None  # the fallback's finished response (StreamResult.raw)
         self.result: StreamResult | None = None
-        self._trigger = ""  # the trigger being fired (which row led into FAILED)
+        # what the firing in progress decided: the guards' values, the effects run, their outputs
+        self.guard_values: dict[str, bool] = {}
+        self.effects_run: list[str] = []
+        self.outputs: list[Output] = []
         self.state = INITIAL  # the engine's initial state; `fire` moves it from here
 
     @property
@@ -194,6 +187,7 @@ class RequestMachine:
     def _apply(self, event: object, t: float) -> tuple[Output, ...]:
         cls = type(event)
         ctx = self.ctx
+        # The deltas first, inline: they are most of the events, and most fire nothing.
         if cls is TextDelta:
             text = event.text  # type: ignore[attr-defined]
             if not text:
@@ -202,18 +196,18 @@ class RequestMachine:
             ctx.delivered_chars += len(text)
             if ctx.visible_chars or not text.isspace():
                 ctx.visible_chars = ctx.delivered_chars
-            if self.state is S.CONNECTING:
-                return (*self._fire("text", event, t), event)
-            return (event,)
+            if self.state in _TEXT_IGNORED:
+                return (event,)  # type: ignore[return-value]
+            return (*self._fire("text", event, t), event)  # type: ignore[arg-type]
         if cls is ToolCallDelta:
             return self._tool_delta(event, t)  # type: ignore[arg-type]
         if cls is ReasoningDelta:
             if not event.text:  # type: ignore[attr-defined]
                 return ()
             self.acc.reasoning_parts.append(event.text)  # type: ignore[attr-defined]
-            if self.state is S.CONNECTING:
-                return (*self._fire("text", event, t), event)
-            return (event,)
+            if self.state in _TEXT_IGNORED:
+                return (event,)  # type: ignore[return-value]
+            return (*self._fire("text", event, t), event)  # type: ignore[arg-type]
         handler = self._handlers.get(cls)
         if handler is None:
             raise MachineError(f"the machine has no handling for event {cls.__name__}")
@@ -225,7 +219,8 @@ class RequestMachine:
             event.index, event.id, event.name, event.arguments, event.extra, event.type
         )
         out: tuple[Output, ...] = ()
-        if opened and self.state in (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL):
+        if opened and self.state not in _TOOL_START_IGNORED:
+            # the count is the trigger's input: it moves only with a trigger the table fires
             self.ctx.tools_in_flight = len(self.acc.tools_in_flight())
             out = self._fire("tool_start", event, t)
         if named:
@@ -236,7 +231,7 @@ class RequestMachine:
         if not event.text:
             return ()
         self.acc.refusal_parts.append(event.text)
-        return self._fire("text", event, t) if self.state is S.CONNECTING else ()
+        return self._signal("text", _TEXT_IGNORED, event, t)  # a refusal is not delivered
 
     def _tool_end(self, event: ToolCallEnd, t: float) -> tuple[Output, ...]:
         # A provider closing one tool block does not finish the response: until the finish reason,
@@ -247,9 +242,7 @@ class RequestMachine:
         self.acc.finish_reason = event.reason
         self.ctx.finish_seen = True
         self.ctx.tools_in_flight = 0
-        if self.state in (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL):
-            return self._fire("finish", event, t)
-        return ()
+        return self._signal("finish", _FINISH_IGNORED, event, t)
 
     def _usage(self, event: UsageReport, t: float) -> tuple[Output, ...]:
         self.acc.usage = event.usage
@@ -288,7 +281,10 @@ class RequestMachine:
         return ()
 
     def _end(self, event: StreamEnd, t: float) -> tuple[Output, ...]:
-        if self.state is S.CONNECTING:
+        acc = self.acc
+        arrived = acc.text_parts or acc.reasoning_parts or acc.refusal_parts or acc.slots
+        if not (arrived or self.ctx.finish_seen):
+            # Nothing arrived that could be an answer: what the end means is the error set here.
             if event.keepalives and not event.frames:
                 self._set_error(
                     StreamingUnsupportedError(
@@ -297,7 +293,7 @@ class RequestMachine:
                 )
             else:
                 self._set_error(EmptyStreamError("the stream ended without any content"))
-        elif not self.ctx.finish_seen and (self.state is S.STREAMING_TOOL or not event.complete):
+        elif not self.ctx.finish_seen and (self.ctx.tools_in_flight or not event.complete):
             # Cut short: no finish reason, and a tool call being built or no end marker. What
             # arrived may be truncated, so it is decided as a transient error, not a success.
             names = ", ".join(slot.name or "?" for slot in self.acc.tools_in_flight())
@@ -325,8 +321,7 @@ class RequestMachine:
 
     def _stale(self, event: StaleTimeout, t: float) -> tuple[Output, ...]:
         # WD-3: every stall counts toward the session's streak, whatever it leads to.
-        fallback = self.state is S.FALLBACK
-        waited_for = "answer to the non-streaming request" if fallback else "provider event"
+        waited_for = "answer to the non-streaming request" if self.ctx.fallback_running else "provider event"
         self._set_error(StreamStalledError(f"no {waited_for} for {event.stale_timeout:g} s"))
         self.ctx.stale_streak += 1
         return (act.Remember("stall"), *self._fire("stale", event, t))
@@ -343,7 +338,7 @@ class RequestMachine:
         ctx.breaker_retry_at = event.breaker_retry_at
         ctx.hint_s = ctx.hint_source = None
         ctx.wait_s, ctx.wait_source = (event.cooldown_s, "cooldown") if event.cooldown_s > 0 else (0.0, None)
-        return self._fire("route_ready", event, t)
+        return self._fire("start", event, t)  # a route begins as a request does
 
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
         kind = ErrorKind.FATAL if event.from_callback else event.kind
@@ -369,7 +364,7 @@ class RequestMachine:
         out: list[Output] = []
         for wire_event in event.events:
             out.extend(self._apply(wire_event, t))
-        self._raw = event.response
+        self.raw_response = event.response
         return tuple(out)
 
     def _fallback_delivered(self, event: FallbackDelivered, t: float) -> tuple[Output, ...]:
@@ -421,15 +416,31 @@ class RequestMachine:
             ctx.wait_s, ctx.wait_source = 0.0, None
 
     # -- firing a trigger ----------------------------------------------------------------------------
+    def _signal(self, trigger: str, ignored: frozenset[State], event: object, t: float) -> tuple[Output, ...]:
+        """Fire `trigger`, unless the table ignores it in the current state (`ignored`)."""
+        if self.state in ignored:
+            return ()
+        return self._fire(trigger, event, t)
+
     def _fire(self, trigger: str, event: object, t: float) -> tuple[Output, ...]:
+        """Fire `trigger` through the table: the first row whose guards hold moves the machine and
+        runs its effects; their outputs are returned, and one record tells what was decided."""
+        ctx = self.ctx
         source = self.state
-        self.guard_values = {}
-        self._trigger = trigger
-        inputs = self.ctx.guard_inputs()
-        try:
-            moved = fire(self, trigger)
-        except (_TransitionsMachineError, KeyError):
-            moved = False
+        # What the record shows is read before the row's effects run (a new attempt resets them).
+        attempt, visible_chars, tools_in_flight, route = (
+            ctx.attempt,
+            ctx.visible_chars,
+            ctx.tools_in_flight,
+            ctx.route_name,
+        )
+        inputs = ctx.guard_inputs()
+        self.guard_values = {}  # a fresh dict per firing: the record keeps it
+        self.effects_run = []
+        outputs: list[Output] = []
+        self.outputs = outputs
+        moved = fire(self, trigger)
+        self.outputs = []  # (a `Raise` kept here would hold the machine through its traceback)
         if not moved:
             # FSM-2: anything not in the table is a bug of the library: logged and surfaced.
             error = MachineError(
@@ -438,211 +449,25 @@ class RequestMachine:
             )
             log.error("fsm_agent machine error: %s", error)
             raise error
-        dest = self.state
         record = TransitionRecord(
             request_id=self.request_id,
-            attempt=self.ctx.attempt,
+            attempt=attempt,
             seq=len(self.records),
             t=round(t, 6),
             trigger=trigger,
             source=source._value_,  # (`.value` is a property: slower, on every transition)
-            dest=dest._value_,
-            guards=self.guard_values,  # a fresh dict per firing: the record may keep it
-            visible_chars=self.ctx.visible_chars,
-            tools_in_flight=self.ctx.tools_in_flight,
+            dest=self.state._value_,
+            guards=self.guard_values,
+            visible_chars=visible_chars,
+            tools_in_flight=tools_in_flight,
             cause=_event_summary(event),
             inputs=inputs,
-            route=self.ctx.route_name,
+            route=route,
+            effects=tuple(self.effects_run),
         )
         self.records.append(record)
         if self._on_record is not None:
             self._on_record(record)
-        if dest is source and trigger == "tool_start":
-            return ()
-        return self._enter(dest, source)
-
-    # -- what entering a state asks of the driver ------------------------------------------------------
-    def _enter(self, dest: State, source: State) -> tuple[Output, ...]:
-        ctx = self.ctx
-        if dest is S.CONNECTING:
-            ctx.new_attempt()
-            self.acc = Accumulator(self.watch_tool_args)  # a new attempt's calls start afresh
-            return (
-                act.OpenAttempt(
-                    ctx.attempt,
-                    stream_options=not ctx.stream_options_unsupported,
-                    buffer_tool_input=ctx.buffer_tool_input,
-                ),
-            )
-        if dest is S.RETRYING:
-            return self._enter_retrying()
-        if dest is S.WAITING:
-            return self._enter_waiting(source)
-        if dest is S.STALLED:
-            return (
-                act.Status(f"stalled: {ctx.error}; aborting attempt {ctx.attempt}"),
-                act.CloseAttempt(then_feed_closed=True),
-            )
-        if dest is S.STUBBING:
-            return self._enter_stubbing()
-        if dest is S.FALLBACK:
-            return self._enter_fallback(source)
-        if dest is S.SWITCHING:
-            return self._enter_switching(source)
-        if dest is S.DONE:
-            return self._enter_done(source)
-        if dest is S.FAILED:
-            return self._enter_failed(source)
-        return ()
-
-    def _enter_retrying(self) -> tuple[Output, ...]:
-        ctx = self.ctx
-        out: list[Output] = []
-        if ctx.error_kind is ErrorKind.STREAM_OPTIONS_REJECTED:
-            ctx.stream_options_unsupported = True
-            out.append(act.Remember("stream_options_unsupported"))
-            out.append(act.Status("the endpoint rejected stream_options; retrying without it"))
-        else:
-            ctx.retries_used += 1
-            if ctx.visible_chars and ctx.tools_in_flight:
-                out.append(act.DeliverText(RECONNECT_MARKER))
-            out.append(
-                act.Status(
-                    f"retrying: attempt {ctx.attempt + 1} of {ctx.retries + 1} "
-                    f"after {type(ctx.error).__name__}: {ctx.error}"
-                )
-            )
-        out.append(act.CloseAttempt(then_feed_closed=True))
-        return tuple(out)
-
-    def _enter_waiting(self, source: State) -> tuple[Output, ...]:
-        ctx = self.ctx
-        if source is S.IDLE or source is S.SWITCHING:  # BO-6: the endpoint's cooldown, at a route's start
-            why = "the endpoint is cooling down after a rate limit"
-            message = f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}"
-        else:
-            status = status_of(ctx.error) if ctx.error is not None else None
-            why = f"HTTP {status}" if status is not None else type(ctx.error).__name__
-            message = f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}, {ctx.wait_source}"
-        return (act.Status(message), act.Wait(ctx.wait_s, ctx.wait_source or "backoff"))
-
-    def _enter_stubbing(self) -> tuple[Output, ...]:
-        names = [slot.name or "unnamed tool" for slot in self.acc.tools_in_flight()]
-        text = self.acc.text().strip()
-        result = StreamResult(
-            content=text,
-            finish_reason="length",
-            stub=True,
-            model=self.acc.model,
-            id=self.acc.response_id,
-            reasoning=self.acc.reasoning_parts.join() or None,
-            usage=self.acc.usage,  # ACC-10: what the provider counted before its error, kept
-            provider_data=dict(self.acc.provider_data),
-            error=error_summary(self.ctx.error),
-        )
-        out: list[Output] = []
-        if names:
-            warning = dropped_tool_warning(names)
-            result.content = text + warning
-            result.dropped_tool_names = names
-            out.append(act.DeliverText(warning))
-        self.result = result
-        out.append(act.Status(f"stream lost after text ({type(self.ctx.error).__name__}); keeping it"))
-        out.append(act.CloseAttempt(then_feed_closed=True))
-        return tuple(out)
-
-    def _enter_switching(self, source: State) -> tuple[Output, ...]:
-        ctx = self.ctx
-        following = ctx.route + 1
-        name = ctx.route_names[following]
-        out: list[Output] = []
-        if self._trigger in ("start", "route_ready"):  # RT-1: skipped without sending a request
-            if GUARDS["breaker_tripped"](ctx):
-                why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} stalled requests in a row)"
-            else:
-                why = f"{ctx.route_name} is cooling down for {ctx.cooldown_s:.1f} s, more than max_wait"
-        else:
-            if ctx.visible_chars and ctx.tools_in_flight:  # RT-3: say why text may repeat
-                out.append(act.DeliverText(switch_marker(name)))
-            status = f"HTTP {ctx.error_status}, " if ctx.error_status is not None else ""
-            why = f"{ctx.route_name} failed ({status}{type(ctx.error).__name__}: {ctx.error})"
-            if GUARDS["hint_too_long"](ctx):
-                why += f"; it asks to wait {ctx.hint_s:.1f} s, more than max_wait"
-            out.append(act.CloseAttempt(then_feed_closed=False))
-        out.insert(0 if not out else len(out) - 1, act.Status(f"switching to {name}: {why}"))
-        out.append(act.LoadRoute(following))
-        return tuple(out)
-
-    def _enter_fallback(self, source: State) -> tuple[Output, ...]:
-        ctx = self.ctx
-        out: list[Output] = []
-        if source not in (S.IDLE, S.WAITING, S.SWITCHING):  # learned now, not read at the start
-            ctx.streaming_disabled = True
-            out.append(act.Remember("streaming_disabled"))
-            out.append(act.Status(f"streaming unavailable ({ctx.error}); falling back to a plain request"))
-            out.append(act.CloseAttempt(then_feed_closed=False))
-        out.append(act.RunFallback(ctx.finished_response))
-        return tuple(out)
-
-    def _enter_done(self, source: State) -> tuple[Output, ...]:
-        result = self.result if self.result is not None else self.acc.build()
-        if source is S.FINISHING and self._trigger == "error":  # an error after the finish reason
-            result.error = error_summary(self.ctx.error)
-        result.attempts = self.ctx.attempt
-        result.streamed = source is not S.FALLBACK
-        if self._raw is not None:
-            result.raw = self._raw
-        result.records = self.records
-        result.route = self.ctx.route_name
-        self.result = result
-        self.ctx.stale_streak = 0
-        return (act.CloseAttempt(then_feed_closed=False), act.Remember("success"), act.Finish(result))
-
-    def _enter_failed(self, source: State) -> tuple[Output, ...]:
-        ctx = self.ctx
-        error = ctx.error
-        if self._trigger in ("start", "route_ready"):  # the breaker rows (WD-3, RT-1)
-            error = ProviderUnresponsiveError(
-                f"provider unresponsive: {ctx.stale_streak} consecutive stalled requests "
-                f"(stale_giveup={ctx.stale_giveup}); not connecting",
-                retry_at=ctx.breaker_retry_at,
-            )
-            ctx.error, ctx.error_kind = error, ErrorKind.FATAL
-        if error is None:  # pragma: no cover - every path to FAILED sets an error
-            error = MachineError("failed without an error")
-        out: list[Output] = [act.CloseAttempt(then_feed_closed=False)]
-        if ctx.error_kind is ErrorKind.STREAMING_UNSUPPORTED:
-            ctx.streaming_disabled = True
-            out.append(act.Remember("streaming_disabled"))
-        if ctx.error_kind is ErrorKind.TRANSIENT and ctx.hint_s is not None and ctx.hint_s > ctx.max_wait:
-            out.append(
-                act.Status(
-                    f"giving up: the server asked to wait {ctx.hint_s:.1f} s ({ctx.hint_source}), "
-                    f"more than max_wait={ctx.max_wait:g} s"
-                )
-            )
-        elif ctx.retries_used and ctx.error_kind is ErrorKind.TRANSIENT:
-            out.append(act.Status(f"giving up after {ctx.attempt} attempts: {type(error).__name__}"))
-        out.append(act.Raise(error))
-        return tuple(out)
+        return tuple(outputs)
 
 
-for _name in GUARDS:
-    setattr(RequestMachine, _name, guard_method(_name))
-del _name
-
-
-def error_summary(error: BaseException | None) -> dict[str, Any] | None:
-    """ACC-10: the words of the error that ended a stream whose answer is kept anyway (a stub, or
-    an error after the finish reason): its type, the provider's code and message, and its body."""
-    if error is None:
-        return None
-    summary: dict[str, Any] = {
-        "type": type(error).__name__,
-        "code": getattr(error, "code", None),
-        "message": error_text(error),  # SEC-9: a provider may echo a key in its words
-    }
-    body = getattr(error, "body", None)
-    if body is not None:
-        summary["body"] = redact_value(body)
-    return summary

@@ -446,10 +446,7 @@ def _wire_event(rng: random.Random, first: bool) -> object:
     if choice == 3:
         return StreamEnd(frames=rng.randrange(2), keepalives=rng.randrange(2), complete=rng.random() < 0.5)
     if choice == 4:
-        hint = rng.choice([None, None, 0.5, 200.0])  # BO-2/BO-3: a hint, sometimes past max_wait
-        return AttemptFailed(
-            _error(rng), kind=rng.choice(_KINDS), hint=hint, hint_source="retry-after" if hint else None
-        )
+        return _failure(rng)
     if choice == 5:
         return StaleTimeout(1.0)
     if choice == 6:
@@ -459,6 +456,13 @@ def _wire_event(rng: random.Random, first: bool) -> object:
     if choice == 8:
         return RefusalDelta("no")
     return ReasoningDelta("r")
+
+
+def _failure(rng: random.Random) -> AttemptFailed:
+    hint = rng.choice([None, None, 0.5, 200.0])  # BO-2/BO-3: a hint, sometimes past max_wait
+    return AttemptFailed(
+        _error(rng), kind=rng.choice(_KINDS), hint=hint, hint_source="retry-after" if hint else None
+    )
 
 
 class _StatusError(Exception):
@@ -516,7 +520,7 @@ def _drive(rng: random.Random) -> RequestMachine:
                     [
                         FallbackFinished((TextDelta("ok"), FinishReason("stop")), None),
                         FallbackFinished((TextDelta("ok"),), None),
-                        AttemptFailed(_error(rng), kind=rng.choice(_KINDS)),
+                        _failure(rng),
                         StaleTimeout(1.0),
                         Interrupt(),
                     ]
@@ -533,12 +537,41 @@ def _drive(rng: random.Random) -> RequestMachine:
     raise AssertionError(f"no terminal state after 300 steps: {m.state}")
 
 
+def _rare_paths() -> list[RequestMachine]:
+    """Rows the random walk reaches too rarely to wait for, driven on purpose."""
+    # a retry, then streaming turns out unsupported, then the fallback fails: "giving up after 2"
+    spent = _machine(retries=1, route_names=("a",))
+    for event in (
+        Start(),
+        AttemptFailed(RuntimeError("x"), kind=ErrorKind.TRANSIENT),
+        AttemptClosed(),
+        AttemptFailed(RuntimeError("x"), kind=ErrorKind.STREAMING_UNSUPPORTED),
+        AttemptFailed(RuntimeError("x"), kind=ErrorKind.TRANSIENT),
+    ):
+        spent.feed(event, 0.0)
+    # whitespace only, then streaming unsupported with a long hint, no fallback: the next route
+    hinted = _machine(unsupported="raise", route_names=("a", "b"))
+    for event in (
+        Start(),
+        TextDelta(" "),
+        AttemptFailed(
+            RuntimeError("x"), kind=ErrorKind.STREAMING_UNSUPPORTED, hint=200.0, hint_source="retry-after"
+        ),
+    ):
+        hinted.feed(event, 0.0)
+    assert spent.state is State.FAILED and hinted.state is State.SWITCHING
+    return [spent, hinted]
+
+
 def test_random_event_orders_always_end_and_take_every_row() -> None:
     rng = random.Random(1234)
     taken: set[tuple[int, str]] = set()
     for _ in range(6000):
         m = _drive(rng)
         assert m.state in TERMINAL
+        for record in m.records:
+            taken.add((_row_taken(record), record.source))
+    for m in _rare_paths():
         for record in m.records:
             taken.add((_row_taken(record), record.source))
     every = {(index, source.value) for index, row in enumerate(TABLE) for source in row["source"]}

@@ -40,11 +40,10 @@ from provider_clients import anthropic_client as _anthropic
 from provider_clients import openai_client as _openai
 
 import fsm_agent
-from fsm_agent import machine as machine_module
 from fsm_agent import session as session_module
 from fsm_agent.drivers import common
 from fsm_agent.drivers.watchdog import Watchdog, WatchdogTimer, shared_timer
-from fsm_agent.machine import MACHINE_NAME, State, engine
+from fsm_agent.machine import MACHINE_NAME, engine
 from fsm_agent.testing import Emulator, Scenario, Text, ToolCall
 from fsm_agent.testing.chat import ChatWire
 from fsm_agent.testing.faults import HttpError, MalformedFrame, Stall
@@ -136,32 +135,6 @@ def test_the_table_decides_through_the_shared_machine(
             fsm_agent.Session().stream(client, params())
     finally:
         client.close()
-
-
-def test_the_engine_executes_rows_without_hooks_and_refuses_a_table_with_one() -> None:
-    """The engine's rows skip transitions' callback hooks; that is only sound while the table has
-    none, so a table with a hook is refused when the engine is built."""
-    rows = [row for event in engine().events.values() for rows in event.transitions.values() for row in rows]
-    assert rows and all(isinstance(row, machine_module._TableRow) for row in rows)
-    assert machine_module._uses_no_hooks(engine())
-    hooked = machine_module._LeanMachine(
-        model=None,
-        states=State,
-        transitions=[{"trigger": "go", "source": [State.IDLE], "dest": State.DONE, "after": "log_it"}],
-        initial=State.IDLE,
-        auto_transitions=False,
-    )
-    assert not machine_module._uses_no_hooks(hooked)
-    plain = machine_module._LeanMachine(
-        model=None,
-        states=State,
-        transitions=[{"trigger": "go", "source": [State.IDLE], "dest": State.DONE}],
-        initial=State.IDLE,
-        auto_transitions=False,
-    )
-    assert machine_module._uses_no_hooks(plain)
-    events = {type(event) for event in engine().events.values()}
-    assert events == {machine_module._TableEvent}
 
 
 def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:

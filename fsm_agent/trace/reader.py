@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, NamedTuple
 
+from ..effects import EFFECTS
 from ..errors import TraceFormatError
 from ..guards import GUARDS
-from ..machine import TRIGGERS, State
+from ..machine import TRIGGER_ALIASES, TRIGGERS, State
 from .codec import CodecError
 from .items import DeltaRun, decode_items
 from .records import SCHEMA_VERSION, TransitionRecord
@@ -192,6 +193,7 @@ def _record(obj: dict[str, Any]) -> TransitionRecord:
     if unknown:
         raise _LineError(f"unknown guard {unknown[0]!r}")
     trigger = _get(obj, "trigger", str)
+    trigger = TRIGGER_ALIASES.get(trigger, trigger)  # an older trace's name for today's trigger
     if trigger not in TRIGGERS:
         raise _LineError(f"unknown trigger {trigger!r}")
     for name in ("source", "dest"):
@@ -204,6 +206,12 @@ def _record(obj: dict[str, Any]) -> TransitionRecord:
     route = obj.get("route")
     if not isinstance(route, (str, type(None))):
         raise _LineError("field 'route' must be a string")
+    effects = obj.get("effects", [])  # older traces have none
+    if not isinstance(effects, list) or not all(isinstance(name, str) for name in effects):
+        raise _LineError("field 'effects' must be a list of strings")
+    unknown_effects = [name for name in effects if name not in EFFECTS]
+    if unknown_effects:
+        raise _LineError(f"unknown effect {unknown_effects[0]!r}")
     return TransitionRecord(
         request_id=_get(obj, "request_id", str),
         attempt=_get(obj, "attempt", int),
@@ -218,6 +226,7 @@ def _record(obj: dict[str, Any]) -> TransitionRecord:
         cause=cause,
         inputs=inputs,
         route=route,
+        effects=tuple(effects),
     )
 
 

@@ -30,6 +30,9 @@ class TransitionRecord:
         tools_in_flight: Tool calls started and not finished.
         cause: What the event carried that matters (e.g. the error class and message).
         inputs: Everything else the guards read, so a replay can decide again (TR-3).
+        route: The name of the route the request was on (RT-1).
+        effects: The named effects the row ran, in order (what it asked of the driver); empty in
+            traces written before records named them.
         schema: The trace schema version (TR-1).
     """
 
@@ -46,6 +49,7 @@ class TransitionRecord:
     cause: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     route: str | None = None  # RT-1: the name of the route the request was on
+    effects: tuple[str, ...] = ()
     schema: int = SCHEMA_VERSION
 
     def __repr__(self) -> str:

@@ -119,12 +119,11 @@ class Fed:
             self.notes.append(f"line {line}: the machine rejected {type(event).__name__}: {exc}")
             return False
         for item in outputs:
-            kind = type(item)
-            if kind is TextDelta or kind is act.DeliverText:
+            if isinstance(item, TextDelta | act.DeliverText):
                 self.delivered += len(item.text)
-            elif kind is act.Finish:
+            elif isinstance(item, act.Finish):
                 self.final = item.result
-            elif kind is act.Raise:
+            elif isinstance(item, act.Raise):
                 self.final = item.error
         records = machine.records
         if len(records) != self.count:

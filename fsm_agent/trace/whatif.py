@@ -144,10 +144,9 @@ class Simulation:
         self.now = t
         control: list[Any] = []
         for item in machine.feed(event, t):
-            kind = type(item)
-            if kind is TextDelta:
+            if isinstance(item, TextDelta):
                 self.delivered += len(item.text)
-            elif kind is not ReasoningDelta and kind is not act.ToolNamed:
+            elif not isinstance(item, ReasoningDelta | act.ToolNamed):
                 control.append(item)
         records = len(machine.records)
         while len(self.delivered_at) < records:
