@@ -5,15 +5,16 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
 # The older SDK generation (openai 1.x and anthropic 0.x, both on httpx), in an environment of its
-# own: the provider and resilience tests run there too (`make test-old-sdks`, run by .ci/run).
+# own: the provider and resilience tests run there too (`make test-old-sdks`, run by .ci/run). The
+# lowest `transitions` pyproject allows is installed there, so the engine is tested at both ends.
 OLD_VENV := .venv-old-sdks
 OLD_PY := $(OLD_VENV)/bin/python
 OLD_STAMP := $(OLD_VENV)/.installed-stamp
-OLD_SDKS := 'openai>=1.40,<2' 'anthropic>=0.40,<1'
+OLD_SDKS := 'openai>=1.40,<2' 'anthropic>=0.40,<1' 'transitions==0.9.0'
 OLD_SDK_TESTS = $(sort $(wildcard tests/test_chat_*.py tests/test_anthropic_*.py tests/test_responses*.py \
 	tests/test_async_*.py tests/test_bedrock*.py tests/test_cross_provider.py \
 	tests/test_*resilience*.py tests/test_backoff*.py tests/test_rate_limits.py tests/test_sdk_internals.py tests/test_user_surface.py \
-	tests/test_pytest_plugin.py tests/test_examples.py))
+	tests/test_pytest_plugin.py tests/test_examples.py tests/test_table_complete.py))
 
 .PHONY: demo test test-fast test-old-sdks docs lint diagrams bench clean
 
@@ -53,7 +54,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
 test-old-sdks: $(OLD_STAMP)
-	$(OLD_PY) -c "import openai, anthropic; print('older SDKs: openai', openai.__version__, '· anthropic', anthropic.__version__)"
+	$(OLD_PY) -c "import openai, anthropic, transitions; print('older SDKs: openai', openai.__version__, '· anthropic', anthropic.__version__, '· transitions', transitions.__version__)"
 	$(OLD_PY) -m pytest $(OLD_SDK_TESTS)
 
 docs: $(DOCS_STAMP)
