@@ -160,7 +160,8 @@ def _offences(path: Path) -> list[str]:
                 name = node.args[1]
                 if isinstance(name, ast.Constant) and name.value == "state":
                     found.append(f"{path.name}:{node.lineno}: setattr(..., 'state', ...)")
-            if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and func.value.id == "GUARDS":
+            subscript = isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name)
+            if subscript and func.value.id == "GUARDS":  # type: ignore[union-attr]
                 found.append(f"{path.name}:{node.lineno}: calls GUARDS[...]")
             if isinstance(func, ast.Name) and func.id in imported_guards:
                 found.append(f"{path.name}:{node.lineno}: calls guard {func.id}")
@@ -338,7 +339,7 @@ def test_an_unknown_effect_in_a_trace_is_refused(tmp_path: Path) -> None:
             break
     edited = tmp_path / "edited.jsonl"
     edited.write_text("\n".join(lines) + "\n")
-    with pytest.raises(fsm_agent.TraceFormatError, match="unknown effect 'os.system'"):
+    with pytest.raises(fsm_agent.TraceFormatError, match=r"unknown effect 'os\.system'"):
         read_trace(edited)
 
 
