@@ -22,7 +22,6 @@ from ..events import (
     ToolCallDelta,
     ToolCallEnd,
     UsageReport,
-    text_delta,
 )
 from ..partial_json import PartialJson, PartialJsonError
 from ..redact import redact, truncate
@@ -283,7 +282,7 @@ class AnthropicTranslator:
             if type(text) is not str:
                 return None
             block.parts.append(text)
-            return [text_delta(text)]
+            return [TextDelta(text)]
         if kind == "input_json_delta":
             fragment = delta.get("partial_json")
             if type(fragment) is not str:

@@ -27,7 +27,6 @@ from ..events import (
     TextDelta,
     ToolCallDelta,
     UsageReport,
-    text_delta,
 )
 from ..result import Usage
 from ..urls import url_text
@@ -239,7 +238,7 @@ class ChatTranslator:
             ):
                 return None
             if content:
-                event = text_delta(content)
+                event = TextDelta(content)
         elif len(delta) == 1:  # a delta of one tool call's next arguments, alone
             event = _hot_tool_fragment(get_delta("tool_calls"))
             if event is None:
