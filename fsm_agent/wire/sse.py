@@ -183,7 +183,10 @@ class SSEDecoder:
             self._after_cr = True
         offset = self._consumed
         self._consumed = offset + len(region)
-        if self._max_line is None:
+        max_line = self._max_line
+        # No line of a region within the limit can exceed it: the common read goes straight to
+        # the lines; the limit's checks and a decoding error's offset are `_decode_region`'s.
+        if max_line is None or (len(region) <= max_line and len(self._partial) <= max_line):
             try:
                 lines = _split_lines(region)
             except UnicodeDecodeError:
