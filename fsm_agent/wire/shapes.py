@@ -176,12 +176,21 @@ def _path(path: tuple[str, ...]) -> str:
 
 
 def _emit(
-    shape: Shape, var: str, path: tuple[str, ...], ind: str, depth: int, lines: list[str], env: dict[str, Any]
+    shape: Shape,
+    var: str,
+    path: tuple[str, ...],
+    ind: str,
+    depth: int,
+    lines: list[str],
+    env: dict[str, Any],
+    known_dict: bool = False,
 ) -> None:
-    """Lines checking the object in `var` (at `path`: key literals and index variables)."""
-    const = f"K{len(env)}"
-    env[const] = f"a JSON object ({shape.name})"
-    lines.append(f"{ind}if type({var}) is not dict: raise _Wrong({_path(path)}, {const}, {var})")
+    """Lines checking the object in `var` (at `path`: key literals and index variables);
+    `known_dict`: the parent's field check already made sure it is an object."""
+    if not known_dict:
+        const = f"K{len(env)}"
+        env[const] = f"a JSON object ({shape.name})"
+        lines.append(f"{ind}if type({var}) is not dict: raise _Wrong({_path(path)}, {const}, {var})")
     get = f"g{depth}"
     lines.append(f"{ind}{get} = {var}.get")
     value = f"v{depth}"
@@ -210,7 +219,7 @@ def _emit(
             lines.append(f"{ind}if {value} is None: {raise_wrong}")
         lines.append(f"{inner}if {wrong_type}: {raise_wrong}")
         if nested is not None:
-            _emit(nested, value, here, inner, depth + 1, lines, env)
+            _emit(nested, value, here, inner, depth + 1, lines, env, known_dict=True)
         elif each is not None:
             index, item = f"i{depth}", f"it{depth}"
             lines.append(f"{inner}for {index}, {item} in enumerate({value}):")
@@ -221,7 +230,7 @@ def _emit(
         if len(shape.cases) <= 16:
             for number, (name, case) in enumerate(shape.cases.items()):
                 lines.append(f"{ind}{'elif' if number else 'if'} {kind} == {name!r}:")
-                _emit(case, var, path, ind + "    ", depth + 1, lines, env)
+                _emit(case, var, path, ind + "    ", depth + 1, lines, env, known_dict=True)
         else:
             cases, found = f"CASES{len(env)}", f"c{depth}"
             env[cases] = {name: case.plain_check() for name, case in shape.cases.items()}
