@@ -264,6 +264,11 @@ def _extra_choice(index: int, message: dict[str, Any] | None, reason: str | None
 
 def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
     get = delta.get
+    content = get("content")
+    if type(content) is str and len(delta) == 1:  # a delta of text alone: the common one
+        if content:
+            events.append(TextDelta(content))
+        return
     key = "reasoning_content"
     reasoning = get(key)
     if not reasoning:
@@ -273,15 +278,12 @@ def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
         if isinstance(reasoning, dict):  # some hosts nest it: {"text": …}
             reasoning = reasoning.get("text") or reasoning.get("content") or ""
         events.append(ReasoningDelta(_flatten(reasoning, key)))
-    content = get("content")
     if content is not None:
         if type(content) is str:
             if content:
                 events.append(TextDelta(content))
         else:
             _content_events(content, events)
-    if len(delta) == 1 and content is not None:  # a delta of content alone: nothing else to read
-        return
     refusal = get("refusal")
     if refusal:
         events.append(RefusalDelta(refusal))

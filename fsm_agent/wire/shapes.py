@@ -159,7 +159,8 @@ def _compile(shape: Shape, *, wrapped: bool) -> Any:
     inlined (the first declared case tested first: declare the hot one first). `wrapped` adds the
     translation of a failure into the malformed-chunk error. Keys and names come from our own
     declarations only."""
-    env: dict[str, Any] = {"_Wrong": _Wrong, "_report": _report, "dict": dict, "list": list, "str": str}
+    env: dict[str, Any] = {"_Wrong": _Wrong, "_report": _report, "_at": _at}
+    env.update(dict=dict, list=list, str=str)
     if wrapped:
         lines = ["def check(o, what):", "    try:"]
         _emit(shape, "o", (), "        ", 0, lines, env)
@@ -169,6 +170,12 @@ def _compile(shape: Shape, *, wrapped: bool) -> Any:
         _emit(shape, "o", (), "    ", 0, lines, env)
     exec("\n".join(lines), env)  # our own declarations only, compiled once, at first use
     return env["check"]
+
+
+def _at(items: list[Any], item: object) -> int:
+    """The index of `item` in `items` (the first time it occurs: the same object occurring again
+    would have failed its check there first)."""
+    return next(index for index, each in enumerate(items) if each is item)
 
 
 def _path(path: tuple[str, ...]) -> str:
@@ -221,9 +228,9 @@ def _emit(
         if nested is not None:
             _emit(nested, value, here, inner, depth + 1, lines, env, known_dict=True)
         elif each is not None:
-            index, item = f"i{depth}", f"it{depth}"
-            lines.append(f"{inner}for {index}, {item} in enumerate({value}):")
-            _emit(each, item, (*here, index), inner + "    ", depth + 1, lines, env)
+            item = f"it{depth}"
+            lines.append(f"{inner}for {item} in {value}:")  # its index is found only for an error
+            _emit(each, item, (*here, f"_at({value}, {item})"), inner + "    ", depth + 1, lines, env)
     if shape.by is not None:
         kind = f"s{depth}"
         lines.append(f"{ind}{kind} = {get}({shape.by!r})")
