@@ -91,3 +91,31 @@ def median_time(fn: Callable[[], object], runs: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def interleaved_times(*runs: Callable[[], object], rounds: int = 5) -> list[list[float]]:
+    """Seconds of each run over `rounds` rounds, the runs taken in turn in each round (so a change
+    in the machine's load weighs on each alike), after one warm-up call of each."""
+    for fn in runs:
+        fn()
+    times: list[list[float]] = [[] for _ in runs]
+    for _ in range(rounds):
+        for fn, taken in zip(runs, times, strict=True):
+            start = time.perf_counter()
+            fn()
+            taken.append(time.perf_counter() - start)
+    return times
+
+
+def spread(times: list[float], per: int) -> str:
+    """The median of `times` divided by `per`, in µs, with the min..max over the rounds."""
+    return (
+        f"{statistics.median(times) * 1e6 / per:7.2f} [{min(times) * 1e6 / per:.2f}.."
+        f"{max(times) * 1e6 / per:.2f}]"
+    )
+
+
+def ratios(a: list[float], b: list[float]) -> str:
+    """The ratio of the medians of `a` and `b`, with the min..max of the per-round ratios."""
+    per_round = [x / y for x, y in zip(a, b, strict=True)]
+    return f"{statistics.median(a) / statistics.median(b):.3f} [{min(per_round):.2f}..{max(per_round):.2f}]"

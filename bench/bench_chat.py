@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-from _common import chat_body, median_time, memory_openai_client
+from _common import chat_body, interleaved_times, median_time, memory_openai_client, ratios, spread
 
 import fsm_agent
 from fsm_agent.accumulator import Accumulator
@@ -57,14 +57,12 @@ def per_chunk_cost() -> None:
             if block and block != b"data: [DONE]":
                 json.loads(block[6:])
 
-    a = median_time(run_fsm)
-    b = median_time(run_sdk)
-    c = median_time(run_floor)
-    print(f"per-chunk cost, {chunks} chunks, medians of 5 runs")
-    print(f"  (a) session.stream()        {a * 1e6 / chunks:7.2f} us/chunk")
-    print(f"  (b) openai SDK stream loop  {b * 1e6 / chunks:7.2f} us/chunk")
-    print(f"  (c) SSE split + json.loads  {c * 1e6 / chunks:7.2f} us/chunk")
-    print(f"  a/b = {a / b:.3f}  (goal <= 0.25)    a/c = {a / c:.2f}  (goal <= 3)")
+    a, b, c = interleaved_times(run_fsm, run_sdk, run_floor)
+    print(f"per-chunk cost, {chunks} chunks, medians of 5 interleaved runs [min..max]")
+    print(f"  (a) session.stream()        {spread(a, chunks)} us/chunk")
+    print(f"  (b) openai SDK stream loop  {spread(b, chunks)} us/chunk")
+    print(f"  (c) SSE split + json.loads  {spread(c, chunks)} us/chunk")
+    print(f"  a/b = {ratios(a, b)}  (goal <= 0.25)    a/c = {ratios(a, c)}  (goal <= 2.0)")
 
 
 def linear_growth() -> None:

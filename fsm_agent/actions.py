@@ -7,10 +7,10 @@ takes `ToolArgs` (→ on_tool_args) from `RequestMachine.take_tool_args()`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from .events import ReasoningDelta, TextDelta
+from .frozen import Frozen, set_field
 from .result import StreamResult
 
 __all__ = [
@@ -31,89 +31,132 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolNamed:
+class ToolNamed(Frozen):
     """A tool call's name became known (CB-3)."""
 
+    __slots__ = ("index", "name")
     index: int
     name: str
 
+    def __init__(self, index: int, name: str) -> None:
+        set_field(self, "index", index)
+        set_field(self, "name", name)
 
-@dataclass(frozen=True, slots=True)
-class ToolArgs:
+
+class ToolArgs(Frozen):
     """A tool call's arguments grew: `value` is what they parse to so far (ACC-11)."""
 
+    __slots__ = ("index", "name", "value")
     index: int
     name: str
     value: Any
 
+    def __init__(self, index: int, name: str, value: Any) -> None:
+        set_field(self, "index", index)
+        set_field(self, "name", name)
+        set_field(self, "value", value)
 
-@dataclass(frozen=True, slots=True)
-class OpenAttempt:
+
+class OpenAttempt(Frozen):
+    __slots__ = ("attempt", "buffer_tool_input", "stream_options")
     attempt: int
     stream_options: bool
     buffer_tool_input: bool
 
+    def __init__(self, attempt: int, stream_options: bool, buffer_tool_input: bool) -> None:
+        set_field(self, "attempt", attempt)
+        set_field(self, "stream_options", stream_options)
+        set_field(self, "buffer_tool_input", buffer_tool_input)
 
-@dataclass(frozen=True, slots=True)
-class CloseAttempt:
+
+class CloseAttempt(Frozen):
     """Close the attempt's stream (and a factory-made client); then feed AttemptClosed if asked."""
 
+    __slots__ = ("then_feed_closed",)
     then_feed_closed: bool
 
+    def __init__(self, then_feed_closed: bool) -> None:
+        set_field(self, "then_feed_closed", then_feed_closed)
 
-@dataclass(frozen=True, slots=True)
-class DeliverText:
+
+class DeliverText(Frozen):
     """Library text for on_text: the reconnect marker (RES-3) or the dropped-tool warning (RES-5)."""
 
+    __slots__ = ("text",)
     text: str
 
+    def __init__(self, text: str) -> None:
+        set_field(self, "text", text)
 
-@dataclass(frozen=True, slots=True)
-class Status:
+
+class Status(Frozen):
+    __slots__ = ("message",)
     message: str
 
+    def __init__(self, message: str) -> None:
+        set_field(self, "message", message)
 
-@dataclass(frozen=True, slots=True)
-class Remember:
+
+class Remember(Frozen):
     """Update the endpoint's health (HL-1): `stream_options_unsupported`, `streaming_disabled`,
     `stall`, `success`, or `cooldown` for `seconds` from now (BO-6)."""
 
+    __slots__ = ("fact", "seconds")
     fact: str
-    seconds: float = 0.0
+    seconds: float
+
+    def __init__(self, fact: str, seconds: float = 0.0) -> None:
+        set_field(self, "fact", fact)
+        set_field(self, "seconds", seconds)
 
 
-@dataclass(frozen=True, slots=True)
-class Wait:
+class Wait(Frozen):
     """Wait `seconds` (state `waiting`, BO-2), interruptibly and with the watchdog disarmed; then
     feed `WaitOver`. `source` says why: "retry-after-ms", "retry-after", "backoff", "cooldown"."""
 
+    __slots__ = ("seconds", "source")
     seconds: float
     source: str
 
+    def __init__(self, seconds: float, source: str) -> None:
+        set_field(self, "seconds", seconds)
+        set_field(self, "source", source)
 
-@dataclass(frozen=True, slots=True)
-class RunFallback:
+
+class RunFallback(Frozen):
     """Serve the request without streaming; `response` is a finished object already in hand."""
 
+    __slots__ = ("response",)
     response: Any
 
+    def __init__(self, response: Any) -> None:
+        set_field(self, "response", response)
 
-@dataclass(frozen=True, slots=True)
-class LoadRoute:
+
+class LoadRoute(Frozen):
     """Switch to route `index` (RT-2): read its endpoint's health, then feed `RouteLoaded`."""
 
+    __slots__ = ("index",)
     index: int
 
+    def __init__(self, index: int) -> None:
+        set_field(self, "index", index)
 
-@dataclass(frozen=True, slots=True)
-class Finish:
+
+class Finish(Frozen):
+    __slots__ = ("result",)
     result: StreamResult
 
+    def __init__(self, result: StreamResult) -> None:
+        set_field(self, "result", result)
 
-@dataclass(frozen=True, slots=True)
-class Raise:
+
+class Raise(Frozen):
+    __slots__ = ("error",)
     error: BaseException
+
+    def __init__(self, error: BaseException) -> None:
+        set_field(self, "error", error)
 
 
 # Everything the machine may ask of its driver, and everything it returns from `feed()`: an action,

@@ -7,10 +7,10 @@ carry their own facts, so a trace of them can re-drive a machine offline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .errors import ErrorKind
+from .frozen import Frozen, set_field
 from .result import Usage
 
 __all__ = [
@@ -40,82 +40,126 @@ __all__ = [
 
 
 # --- wire events (from adapters) -------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(Frozen):
+    """A piece of the answer's text."""
+
+    __slots__ = ("text",)
     text: str
 
-
-def text_delta(text: str) -> TextDelta:
-    """`TextDelta(text)`, built through its slot (~0.08 µs less than the frozen dataclass's
-    `__init__`, which sets the field through `object.__setattr__`): for the per-token hot paths."""
-    event: TextDelta = _new_event(TextDelta)
-    _set_text(event, text)
-    return event
+    def __init__(self, text: str) -> None:
+        set_field(self, "text", text)
 
 
-_new_event = object.__new__
-_set_text = TextDelta.__dict__["text"].__set__
+class ReasoningDelta(Frozen):
+    """A piece of the reasoning / thinking text (ACC-5)."""
 
-
-@dataclass(frozen=True, slots=True)
-class ReasoningDelta:
+    __slots__ = ("text",)
     text: str
 
+    def __init__(self, text: str) -> None:
+        set_field(self, "text", text)
 
-@dataclass(frozen=True, slots=True)
-class RefusalDelta:
+
+class RefusalDelta(Frozen):
+    """A piece of a refusal (ACC-6)."""
+
+    __slots__ = ("text",)
     text: str
 
+    def __init__(self, text: str) -> None:
+        set_field(self, "text", text)
 
-@dataclass(frozen=True, slots=True)
-class ToolCallDelta:
+
+class ToolCallDelta(Frozen):
     """A fragment of a tool call; any part may be missing (ACC-3, ACC-8). `type` names a call that
     is not a function call (a Responses `apply_patch_call`, `shell_call`, …): the action the
     provider waits for the client to perform."""
 
+    __slots__ = ("arguments", "extra", "id", "index", "name", "type")
     index: int
-    id: str | None = None
-    name: str | None = None
-    arguments: str | None = None
-    extra: dict[str, Any] | None = None
-    type: str | None = None
+    id: str | None
+    name: str | None
+    arguments: str | None
+    extra: dict[str, Any] | None
+    type: str | None
+
+    def __init__(
+        self,
+        index: int,
+        id: str | None = None,
+        name: str | None = None,
+        arguments: str | None = None,
+        extra: dict[str, Any] | None = None,
+        type: str | None = None,
+    ) -> None:
+        set_field(self, "index", index)
+        set_field(self, "id", id)
+        set_field(self, "name", name)
+        set_field(self, "arguments", arguments)
+        set_field(self, "extra", extra)
+        set_field(self, "type", type)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallEnd:
+class ToolCallEnd(Frozen):
     """The provider closed the tool call at this index (Anthropic, Responses, Bedrock)."""
 
+    __slots__ = ("index",)
     index: int
 
+    def __init__(self, index: int) -> None:
+        set_field(self, "index", index)
 
-@dataclass(frozen=True, slots=True)
-class FinishReason:
+
+class FinishReason(Frozen):
+    """Why the answer ended, in Chat Completions terms."""
+
+    __slots__ = ("reason",)
     reason: str
 
+    def __init__(self, reason: str) -> None:
+        set_field(self, "reason", reason)
 
-@dataclass(frozen=True, slots=True)
-class UsageReport:
+
+class UsageReport(Frozen):
+    """Token counts the provider reported."""
+
+    __slots__ = ("usage",)
     usage: Usage
 
+    def __init__(self, usage: Usage) -> None:
+        set_field(self, "usage", usage)
 
-@dataclass(frozen=True, slots=True)
-class ResponseMeta:
+
+class ResponseMeta(Frozen):
     """Identity of the response; `raw` is the provider-native final object where the SDK builds
     one (an Anthropic `Message`, a Responses `Response`), handed over when the stream completes."""
 
-    id: str | None = None
-    model: str | None = None
-    provider_data: dict[str, Any] | None = None
-    raw: Any = None
+    __slots__ = ("id", "model", "provider_data", "raw")
+    id: str | None
+    model: str | None
+    provider_data: dict[str, Any] | None
+    raw: Any
+
+    def __init__(
+        self,
+        id: str | None = None,
+        model: str | None = None,
+        provider_data: dict[str, Any] | None = None,
+        raw: Any = None,
+    ) -> None:
+        set_field(self, "id", id)
+        set_field(self, "model", model)
+        set_field(self, "provider_data", provider_data)
+        set_field(self, "raw", raw)
 
 
-@dataclass(frozen=True, slots=True)
-class Keepalive:
+class Keepalive(Frozen):
     """An SSE frame with no payload, or a comment: not activity, never an error (WIRE-2)."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
-class StreamEnd:
+
+class StreamEnd(Frozen):
     """The stream ended cleanly (EOF, or `[DONE]` for Chat Completions).
 
     `frames` counts the frames with a payload the attempt received, `keepalives` the empty ones;
@@ -123,25 +167,38 @@ class StreamEnd:
     `response.completed`): a stream cut short without one may be truncated.
     """
 
-    frames: int = 0
-    keepalives: int = 0
-    complete: bool = True
+    __slots__ = ("complete", "frames", "keepalives")
+    frames: int
+    keepalives: int
+    complete: bool
+
+    def __init__(self, frames: int = 0, keepalives: int = 0, complete: bool = True) -> None:
+        set_field(self, "frames", frames)
+        set_field(self, "keepalives", keepalives)
+        set_field(self, "complete", complete)
 
 
-@dataclass(frozen=True, slots=True)
-class FinishedResponse:
+class FinishedResponse(Frozen):
     """A finished (non-streaming) response object arrived instead of a stream (WIRE-5)."""
 
+    __slots__ = ("response",)
     response: Any
 
+    def __init__(self, response: Any) -> None:
+        set_field(self, "response", response)
 
-@dataclass(frozen=True, slots=True)
-class ChoiceDelta:
+
+class ChoiceDelta(Frozen):
     """A piece of a choice other than the first (`n>1`): `event` (a text, reasoning, refusal,
     tool-call or finish event) belongs to choice `choice`, kept apart and never delivered."""
 
+    __slots__ = ("choice", "event")
     choice: int
     event: Any
+
+    def __init__(self, choice: int, event: Any) -> None:
+        set_field(self, "choice", choice)
+        set_field(self, "event", event)
 
 
 WireEvent = (
@@ -161,72 +218,124 @@ WireEvent = (
 
 
 # --- timer and control events (from the driver) ----------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Start:
+class Start(Frozen):
     """The request begins."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
-class RouteLoaded:
+
+class RouteLoaded(Frozen):
     """The driver switched to route `index` (RT-2) and read its endpoint's health (HL-1): what the
     request's context continues from on that route."""
 
+    __slots__ = (
+        "breaker_probe",
+        "breaker_retry_at",
+        "cooldown_s",
+        "index",
+        "stale_streak",
+        "stream_options_unsupported",
+        "streaming_disabled",
+    )
     index: int
-    stale_streak: int = 0
-    streaming_disabled: bool = False
-    stream_options_unsupported: bool = False
-    cooldown_s: float = 0.0  # BO-6: how long that endpoint's cooldown still runs
-    breaker_probe: bool = False  # BO-7: this request holds that endpoint's half-open probe
-    breaker_retry_at: float | None = None  # BO-7: when that endpoint's next probe is allowed
+    stale_streak: int
+    streaming_disabled: bool
+    stream_options_unsupported: bool
+    cooldown_s: float  # BO-6: how long that endpoint's cooldown still runs
+    breaker_probe: bool  # BO-7: this request holds that endpoint's half-open probe
+    breaker_retry_at: float | None  # BO-7: when that endpoint's next probe is allowed
+
+    def __init__(
+        self,
+        index: int,
+        stale_streak: int = 0,
+        streaming_disabled: bool = False,
+        stream_options_unsupported: bool = False,
+        cooldown_s: float = 0.0,
+        breaker_probe: bool = False,
+        breaker_retry_at: float | None = None,
+    ) -> None:
+        set_field(self, "index", index)
+        set_field(self, "stale_streak", stale_streak)
+        set_field(self, "streaming_disabled", streaming_disabled)
+        set_field(self, "stream_options_unsupported", stream_options_unsupported)
+        set_field(self, "cooldown_s", cooldown_s)
+        set_field(self, "breaker_probe", breaker_probe)
+        set_field(self, "breaker_retry_at", breaker_retry_at)
 
 
-@dataclass(frozen=True, slots=True)
-class StaleTimeout:
+class StaleTimeout(Frozen):
     """The watchdog saw no provider event for stale_timeout seconds."""
 
+    __slots__ = ("stale_timeout",)
     stale_timeout: float
 
+    def __init__(self, stale_timeout: float) -> None:
+        set_field(self, "stale_timeout", stale_timeout)
 
-@dataclass(frozen=True, slots=True)
-class Interrupt:
+
+class Interrupt(Frozen):
     """session.interrupt(), the interrupt event, Ctrl-C or task cancellation."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
-class AttemptFailed:
+
+class AttemptFailed(Frozen):
     """Opening or reading the attempt raised; `error` is the original exception.
 
     `kind`, when set, is how the guards see the error instead of `classify(error)`: a replayed
     trace carries the kind recorded with a stand-in for the original exception.
     """
 
+    __slots__ = ("error", "from_callback", "hint", "hint_source", "kind")
     error: BaseException
-    from_callback: bool = False
-    kind: ErrorKind | None = None
+    from_callback: bool
+    kind: ErrorKind | None
     # BO-2: the server's hint (seconds from when the attempt failed) and where it came from
     # ("retry-after-ms", "retry-after"); read at the boundary, where the wall clock is.
-    hint: float | None = None
-    hint_source: str | None = None
+    hint: float | None
+    hint_source: str | None
+
+    def __init__(
+        self,
+        error: BaseException,
+        from_callback: bool = False,
+        kind: ErrorKind | None = None,
+        hint: float | None = None,
+        hint_source: str | None = None,
+    ) -> None:
+        set_field(self, "error", error)
+        set_field(self, "from_callback", from_callback)
+        set_field(self, "kind", kind)
+        set_field(self, "hint", hint)
+        set_field(self, "hint_source", hint_source)
 
 
-@dataclass(frozen=True, slots=True)
-class WaitOver:
+class WaitOver(Frozen):
     """The wait the machine asked for (state `waiting`, BO-2) has passed."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
-class AttemptClosed:
+
+class AttemptClosed(Frozen):
     """The driver closed the attempt's stream (after a retry, stub or stall decision)."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
-class FallbackDelivered:
+
+class FallbackDelivered(Frozen):
     """The fallback's answer reached the caller's callbacks: the request is done."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True, slots=True)
-class FallbackFinished:
+
+class FallbackFinished(Frozen):
     """The non-streaming fallback request answered with `response` (already translated)."""
 
+    __slots__ = ("events", "response")
     events: tuple[WireEvent, ...]
     response: Any
+
+    def __init__(self, events: tuple[WireEvent, ...], response: Any) -> None:
+        set_field(self, "events", events)
+        set_field(self, "response", response)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from .frozen import Frozen, set_field
 from .reprs import brief_text, fields_repr
 from .trace.records import TransitionRecord
 
@@ -100,8 +101,7 @@ class ToolCall:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(Frozen):
     """Token counts of one request, in the same terms for every provider.
 
     Attributes:
@@ -111,10 +111,23 @@ class Usage:
         cached_tokens: Prompt tokens served from the provider's cache.
     """
 
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    cached_tokens: int | None = None
+    __slots__ = ("cached_tokens", "input_tokens", "output_tokens", "total_tokens")
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    cached_tokens: int | None
+
+    def __init__(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        total_tokens: int | None = None,
+        cached_tokens: int | None = None,
+    ) -> None:
+        set_field(self, "input_tokens", input_tokens)
+        set_field(self, "output_tokens", output_tokens)
+        set_field(self, "total_tokens", total_tokens)
+        set_field(self, "cached_tokens", cached_tokens)
 
 
 @dataclass(slots=True, repr=False)

@@ -1,15 +1,15 @@
-"""The per-event fast paths (issue 13) against the general paths they stand in for, as properties.
+"""The per-event paths under near-miss input, as properties (SEC-4, WIRE-1).
 
-Each fast path takes only inputs the general path accepts, and for those must give exactly what it
-gives; anything else goes to the general path. So, for generated inputs (valid hot-case payloads
-with one field replaced by an arbitrary JSON value, removed, or joined by another), both must give
-the same events, the same translator state and the same error (type, message, code):
-- Chat Completions: `ChatTranslator.payload` (hot path first) vs `payload_checked` (CHUNK.check, then
-  the general translation);
-- Anthropic: `AnthropicTranslator.payload` vs `payload_checked` (EVENT.check, then `_delta`);
-- `parse_json` on text (the scanner first) vs on the same bytes (always `JSONDecoder.decode`);
-- `SSEDecoder.feed` of a whole one-block read vs the same bytes fed one at a time (never the
-  one-block path): same frames, same state, same error at the same offset.
+Each payload has one parser: its declared `Shape`, checked by the compiled check, then the one
+translation (no hand-written fast path beside them). For generated inputs (common per-token
+payloads with one field replaced by an arbitrary JSON value, removed, or joined by another):
+- Chat Completions and Anthropic: the translator gives events or the malformed-chunk error (a
+  `ProviderStreamError`), never a plain-Python error; and the common payloads give their events;
+- `parse_json` on text (`JSONDecoder.raw_decode` first) vs on the same bytes (always
+  `JSONDecoder.decode`): the same value or the same error; and with the first step made to fail
+  (as if `raw_decode` were gone or raised), the same again;
+- `SSEDecoder.feed` of whole blocks vs the same bytes fed one at a time: same frames, same state,
+  same error at the same offset.
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fsm_agent.errors import ProviderStreamError
+from fsm_agent.events import ResponseMeta, TextDelta, ToolCallDelta
 from fsm_agent.providers.anthropic_events import AnthropicTranslator
 from fsm_agent.providers.openai_chat import ChatTranslator
+from fsm_agent.wire import shapes
 from fsm_agent.wire.shapes import parse_json
 from fsm_agent.wire.sse import SSEDecodeError, SSEDecoder
 
@@ -151,42 +154,52 @@ CHAT = [
 ]
 
 
+def _checked(translator: Any, payload: Any) -> tuple[str, Any]:
+    """The translation's outcome; any error but the malformed-chunk error fails the test."""
+    try:
+        return "events", translator.payload(copy.deepcopy(payload))
+    except ProviderStreamError as exc:  # the malformed-chunk error, or an error the stream carried
+        return "error", exc.code
+
+
 @settings(max_examples=600, deadline=None)
 @given(first=st.sampled_from([*CHAT, None]), payload=mutated(CHAT))
-def test_chat_hot_path_is_the_full_check_and_translation(first: Any, payload: Any) -> None:
-    fast, full = ChatTranslator(), ChatTranslator()
+def test_chat_near_misses_are_events_or_the_malformed_error(first: Any, payload: Any) -> None:
+    translator = ChatTranslator()
     if first is not None:  # a chunk before: the response identity already reported, or not
-        assert fast.payload(copy.deepcopy(first)) == full.payload_checked(copy.deepcopy(first))
-    assert _outcome(fast.payload, payload) == _outcome(full.payload_checked, payload)
-    assert _outcome(fast.payload, CHAT[0]) == _outcome(full.payload_checked, CHAT[0])  # same state after
+        translator.payload(copy.deepcopy(first))
+    _checked(translator, payload)
+    assert _checked(translator, CHAT[0])[0] == "events"  # the translator still reads the next chunk
 
 
-def test_chat_hot_path_every_single_edit() -> None:
+def test_chat_every_single_edit() -> None:
     for payload in single_edits(CHAT):
         for first in (None, CHAT[0]):
-            fast, full = ChatTranslator(), ChatTranslator()
+            translator = ChatTranslator()
             if first is not None:
-                fast.payload(copy.deepcopy(first))
-                full.payload_checked(copy.deepcopy(first))
-            assert _outcome(fast.payload, payload) == _outcome(full.payload_checked, payload), payload
+                translator.payload(copy.deepcopy(first))
+            _checked(translator, payload)
 
 
-def test_chat_hot_path_takes_the_common_chunks() -> None:
-    """The fast path is not vacuous: the common chunks never reach the full check."""
+def test_chat_common_chunks_give_their_events() -> None:
     translator = ChatTranslator()
-    translator.payload(CHAT[0])
-    for chunk in (CHAT[0], CHAT[1], CHAT[2]):
-        assert translator._hot(copy.deepcopy(chunk)) is not None
+    assert translator.payload(copy.deepcopy(CHAT[0])) == [
+        ResponseMeta(id="chatcmpl-1", model="m"),
+        TextDelta("w "),
+    ]
+    assert translator.payload(copy.deepcopy(CHAT[0])) == [TextDelta("w ")]  # the identity once
+    assert translator.payload(copy.deepcopy(CHAT[1])) == []
+    assert translator.payload(copy.deepcopy(CHAT[2])) == [ToolCallDelta(index=0, arguments='{"a"')]
 
 
 # -- Anthropic -------------------------------------------------------------------------------------
 def _started() -> AnthropicTranslator:
     translator = AnthropicTranslator()
-    translator.payload_checked(
+    translator.payload(
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
     )
     start = {"type": "tool_use", "id": "t", "name": "f", "input": {}}
-    translator.payload_checked({"type": "content_block_start", "index": 1, "content_block": start})
+    translator.payload({"type": "content_block_start", "index": 1, "content_block": start})
     return translator
 
 
@@ -204,23 +217,22 @@ def _blocks(translator: AnthropicTranslator) -> dict[int, tuple[Any, ...]]:
 
 @settings(max_examples=400, deadline=None)
 @given(payload=mutated(ANTHROPIC))
-def test_anthropic_hot_path_is_the_full_check_and_translation(payload: Any) -> None:
-    fast, full = _started(), _started()
-    assert _outcome(fast.payload, payload) == _outcome(full.payload_checked, payload)
-    assert _blocks(fast) == _blocks(full)
-
-
-def test_anthropic_hot_path_every_single_edit() -> None:
-    for payload in single_edits(ANTHROPIC):
-        fast, full = _started(), _started()
-        assert _outcome(fast.payload, payload) == _outcome(full.payload_checked, payload), payload
-        assert _blocks(fast) == _blocks(full)
-
-
-def test_anthropic_hot_path_takes_the_per_token_deltas() -> None:
+def test_anthropic_near_misses_are_events_or_the_malformed_error(payload: Any) -> None:
     translator = _started()
-    for event in ANTHROPIC[:3]:
-        assert translator._hot(copy.deepcopy(event)) is not None
+    _checked(translator, payload)
+
+
+def test_anthropic_every_single_edit() -> None:
+    for payload in single_edits(ANTHROPIC):
+        _checked(_started(), payload)
+
+
+def test_anthropic_per_token_deltas_give_their_events() -> None:
+    translator = _started()
+    assert translator.payload(copy.deepcopy(ANTHROPIC[0])) == [TextDelta("w ")]
+    assert translator.payload(copy.deepcopy(ANTHROPIC[1])) == [ToolCallDelta(0, arguments='{"a')]
+    assert translator.payload(copy.deepcopy(ANTHROPIC[2])) == []
+    assert _blocks(translator) == {0: ("text", -1, ["w "]), 1: ("tool_use", 0, ['{"a', ""])}
 
 
 # -- JSON text -----------------------------------------------------------------------------------------
@@ -234,13 +246,31 @@ TEXT = st.one_of(
 )
 
 
+def _parse(data: str | bytes) -> Any:
+    return parse_json(data, "stream frame")
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=TEXT)
-def test_parse_json_scanner_first_is_decode(text: str) -> None:
-    def parse(data: str | bytes) -> Any:
-        return parse_json(data, "stream frame")
+def test_parse_json_raw_decode_first_is_decode(text: str) -> None:
+    assert _outcome(_parse, text) == _outcome(_parse, text.encode("utf-8", "surrogatepass"))
 
-    assert _outcome(parse, text) == _outcome(parse, text.encode("utf-8", "surrogatepass"))
+
+def _no_raw_decode(text: str) -> Any:
+    raise AttributeError("raw_decode")  # as if the decoder had no such method, or it failed
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXT)
+def test_parse_json_without_raw_decode_is_the_same(text: str) -> None:
+    """The fallback: with the first step failing, every text gives what it gave with it."""
+    with_it = _outcome(_parse, text)
+    saved = shapes._raw_decode
+    shapes._raw_decode = _no_raw_decode
+    try:
+        assert _outcome(_parse, text) == with_it
+    finally:
+        shapes._raw_decode = saved
 
 
 # -- SSE: one block per read ------------------------------------------------------------------------

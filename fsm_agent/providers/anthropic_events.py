@@ -22,7 +22,6 @@ from ..events import (
     ToolCallDelta,
     ToolCallEnd,
     UsageReport,
-    text_delta,
 )
 from ..partial_json import PartialJson, PartialJsonError
 from ..redact import redact, truncate
@@ -255,47 +254,10 @@ class AnthropicTranslator:
         name = frame.event
         if name is not None and name == "error":
             raise _stream_error(event if isinstance(event, dict) else {"error": event})
-        events = self._hot(event)
-        return self.payload_checked(event) if events is None else events
+        return self.payload(event)
 
     def payload(self, event: Any) -> list[Any]:
-        events = self._hot(event)
-        return self.payload_checked(event) if events is None else events
-
-    def _hot(self, event: Any) -> list[Any] | None:
-        """The per-token event, checked and translated in one pass: a `content_block_delta` of text
-        or tool input, for a block that started. It reads every field `EVENT` declares for that
-        case, so what it accepts is what `EVENT.check` accepts, and it gives the events `_delta`
-        gives; any other event (well-formed or not) answers None, and goes through the full check
-        and the general translation, which raise the same errors as ever."""
-        if type(event) is not dict or event.get("type") != "content_block_delta":
-            return None
-        index = event.get("index")
-        delta = event.get("delta")
-        if type(index) is not int or type(delta) is not dict:
-            return None
-        block = self._blocks.get(index)
-        if block is None:
-            return None
-        kind = delta.get("type")
-        if kind == "text_delta":
-            text = delta.get("text")
-            if type(text) is not str:
-                return None
-            block.parts.append(text)
-            return [text_delta(text)]
-        if kind == "input_json_delta":
-            fragment = delta.get("partial_json")
-            if type(fragment) is not str:
-                return None
-            block.parts.append(fragment)
-            if block.tool_index < 0 or not fragment:
-                return []
-            return [ToolCallDelta(block.tool_index, arguments=fragment)]
-        return None
-
-    def payload_checked(self, event: Any) -> list[Any]:
-        """Any event: the full shape check (SEC-4), then the general translation."""
+        """One decoded event: its shape checked (SEC-4), then translated."""
         EVENT.check(event, _WHAT)  # an `error` event has no declared case: it passes to `_error`
         kind = event.get("type")
         if kind == "content_block_delta":  # the hot path: one per token

@@ -27,7 +27,6 @@ from ..events import (
     TextDelta,
     ToolCallDelta,
     UsageReport,
-    text_delta,
 )
 from ..result import Usage
 from ..urls import url_text
@@ -196,84 +195,25 @@ class ChatTranslator:
         if event is not None and event == "error":  # ACC-10: an SSE error event, whatever its payload
             inner = chunk.get("error") if isinstance(chunk, dict) else None
             raise _error_event(inner or chunk)
-        events = self._hot(chunk)
-        return self.payload_checked(chunk) if events is None else events
+        return self.payload(chunk)
 
     def payload(self, chunk: Any) -> list[Any]:
-        events = self._hot(chunk)
-        if events is not None:
-            return events
-        return self.payload_checked(chunk)
-
-    def _hot(self, chunk: Any) -> list[Any] | None:
-        """The common chunk, checked and translated in one pass: one choice, index 0, a delta with
-        text content only (and nulls), no finish reason, no usage, no error. It reads every field
-        `CHUNK` declares, so what it accepts is what `CHUNK.check` accepts, and it gives the events
-        `payload_checked` gives; any other chunk (well-formed or not) answers None, and goes
-        through the full check and the general translation, which raise the same errors as ever."""
-        if type(chunk) is not dict:
-            return None
-        get = chunk.get
-        choices = get("choices")
-        if type(choices) is not list or len(choices) != 1 or get("usage") is not None or get("error"):
-            return None
-        choice = choices[0]
-        if type(choice) is not dict or choice.get("finish_reason") is not None:
-            return None
-        index = choice.get("index")
-        if index is not None and (type(index) is not int or index):
-            return None
-        delta = choice.get("delta")
-        if type(delta) is not dict:
-            return None
-        get_delta = delta.get
-        content = get_delta("content")
-        event: TextDelta | ToolCallDelta | None = None
-        if type(content) is str:
-            if len(delta) != 1 and (  # a delta of content alone has none of the other fields
-                get_delta("reasoning_content") is not None
-                or get_delta("reasoning") is not None
-                or get_delta("refusal") is not None
-                or get_delta("tool_calls") is not None
-                or get_delta("function_call") is not None
-            ):
-                return None
-            if content:
-                event = text_delta(content)
-        elif len(delta) == 1:  # a delta of one tool call's next arguments, alone
-            event = _hot_tool_fragment(get_delta("tool_calls"))
-            if event is None:
-                return None
-        else:
-            return None
-        response_id = get("id")
-        model = get("model")
-        if (response_id is not None and type(response_id) is not str) or (
-            model is not None and type(model) is not str
-        ):
-            return None
-        last = self._identity
-        if last is not None and response_id == last[0] and model == last[1]:  # the usual repeat
-            return [event] if event is not None else []
-        events: list[Any] = []
-        if response_id is not None or model is not None:
-            self._identity = (response_id, model)
-            events.append(ResponseMeta(id=response_id, model=model))
-        if event is not None:
-            events.append(event)
-        return events
-
-    def payload_checked(self, chunk: Any) -> list[Any]:
-        """Any chunk: the full shape check (SEC-4), then the general translation."""
+        """One decoded chunk: its shape checked (SEC-4), then translated."""
         if type(chunk) is dict and chunk.get("error"):
             raise self._error_chunk(chunk)
         CHUNK.check(chunk, _WHAT)
+        get = chunk.get
         events: list[Any] = []
-        identity = (_id_text(chunk.get("id")), chunk.get("model"))
-        if identity != self._identity and identity != (None, None):
-            self._identity = identity
-            events.append(ResponseMeta(id=identity[0], model=identity[1]))
-        choices = chunk.get("choices")
+        response_id, model = get("id"), get("model")
+        if type(response_id) is int:  # some hosts send an integer id: taken as its digits
+            response_id = str(response_id)
+        identity = self._identity
+        if (identity is None or response_id != identity[0] or model != identity[1]) and (
+            response_id is not None or model is not None
+        ):
+            self._identity = (response_id, model)
+            events.append(ResponseMeta(id=response_id, model=model))
+        choices = get("choices")
         if choices:
             for choice in choices:
                 index = choice.get("index") or 0
@@ -286,9 +226,9 @@ class ChatTranslator:
                 reason = choice.get("finish_reason")
                 if reason is not None:
                     if reason == "error":
-                        raise _error_event(choice.get("error") or chunk.get("error") or "finish_reason=error")
+                        raise _error_event(choice.get("error") or get("error") or "finish_reason=error")
                     events.append(FinishReason(reason))
-        usage = chunk.get("usage")
+        usage = get("usage")
         if usage:
             events.append(UsageReport(_usage(usage)))
         return events
@@ -312,29 +252,6 @@ def _id_text(value: object) -> Any:
     return str(value) if type(value) is int else value
 
 
-def _hot_tool_fragment(calls: object) -> ToolCallDelta | None:
-    """`_tool_delta` of the common tool-call delta, one call's next arguments (an index, a function
-    with arguments only), checked as `_TOOL_CALL` would; None for anything else."""
-    if type(calls) is not list or len(calls) != 1:
-        return None
-    call = calls[0]
-    if type(call) is not dict:
-        return None
-    index = call.get("index")
-    function = call.get("function")
-    if type(index) is not int or type(function) is not dict:
-        return None
-    arguments = function.get("arguments")
-    if (
-        type(arguments) is not str
-        or function.get("name") is not None
-        or call.get("id") is not None
-        or call.get("extra_content") is not None
-    ):
-        return None
-    return ToolCallDelta(index=index, id=None, name=None, arguments=arguments, extra=None)
-
-
 def _extra_choice(index: int, message: dict[str, Any] | None, reason: str | None) -> list[Any]:
     """The events of choice `index` > 0 (n>1), each wrapped as that choice's own."""
     events: list[Any] = []
@@ -346,24 +263,35 @@ def _extra_choice(index: int, message: dict[str, Any] | None, reason: str | None
 
 
 def _delta_events(delta: dict[str, Any], events: list[Any]) -> None:
-    for key in ("reasoning_content", "reasoning"):
-        reasoning = delta.get(key)
-        if reasoning:
-            if isinstance(reasoning, dict):  # some hosts nest it: {"text": …}
-                reasoning = reasoning.get("text") or reasoning.get("content") or ""
-            events.append(ReasoningDelta(_flatten(reasoning, key)))
-            break
-    content = delta.get("content")
+    get = delta.get
+    content = get("content")
+    if type(content) is str and len(delta) == 1:  # a delta of text alone: the common one
+        if content:
+            events.append(TextDelta(content))
+        return
+    key = "reasoning_content"
+    reasoning = get(key)
+    if not reasoning:
+        key = "reasoning"
+        reasoning = get(key)
+    if reasoning:
+        if isinstance(reasoning, dict):  # some hosts nest it: {"text": …}
+            reasoning = reasoning.get("text") or reasoning.get("content") or ""
+        events.append(ReasoningDelta(_flatten(reasoning, key)))
     if content is not None:
-        _content_events(content, events)
-    refusal = delta.get("refusal")
+        if type(content) is str:
+            if content:
+                events.append(TextDelta(content))
+        else:
+            _content_events(content, events)
+    refusal = get("refusal")
     if refusal:
         events.append(RefusalDelta(refusal))
-    calls = delta.get("tool_calls")
+    calls = get("tool_calls")
     if calls:
         for call in calls:
             events.append(_tool_delta(call))
-    legacy = delta.get("function_call")
+    legacy = get("function_call")
     if legacy:
         name = legacy.get("name")
         events.append(ToolCallDelta(index=0, name=name or None, arguments=legacy.get("arguments") or None))

@@ -46,7 +46,9 @@ _quote = json.encoder.encode_basestring_ascii
 _BATCH_EVENTS = 1000
 _BATCH_CHARS = 256 * 1024
 _FLUSH_AT = 64 * 1024
+_TEXT_KINDS: dict[type, str]
 _TEXT_KINDS = {TextDelta: "TextDelta", ReasoningDelta: "ReasoningDelta", RefusalDelta: "RefusalDelta"}
+_RUN_KINDS: dict[type, str]
 _RUN_KINDS = {TextDelta: "TextDelta", ReasoningDelta: "ReasoningDelta"}  # consecutive ones share an item
 
 

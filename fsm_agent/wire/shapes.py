@@ -159,7 +159,8 @@ def _compile(shape: Shape, *, wrapped: bool) -> Any:
     inlined (the first declared case tested first: declare the hot one first). `wrapped` adds the
     translation of a failure into the malformed-chunk error. Keys and names come from our own
     declarations only."""
-    env: dict[str, Any] = {"_Wrong": _Wrong, "_report": _report, "dict": dict, "list": list, "str": str}
+    env: dict[str, Any] = {"_Wrong": _Wrong, "_report": _report, "_at": _at}
+    env.update(dict=dict, list=list, str=str)
     if wrapped:
         lines = ["def check(o, what):", "    try:"]
         _emit(shape, "o", (), "        ", 0, lines, env)
@@ -171,17 +172,32 @@ def _compile(shape: Shape, *, wrapped: bool) -> Any:
     return env["check"]
 
 
+def _at(items: list[Any], item: object) -> int:
+    """The index of `item` in `items` (the first time it occurs: the same object occurring again
+    would have failed its check there first)."""
+    return next(index for index, each in enumerate(items) if each is item)
+
+
 def _path(path: tuple[str, ...]) -> str:
     return "(" + "".join(f"{part}, " for part in path) + ")"
 
 
 def _emit(
-    shape: Shape, var: str, path: tuple[str, ...], ind: str, depth: int, lines: list[str], env: dict[str, Any]
+    shape: Shape,
+    var: str,
+    path: tuple[str, ...],
+    ind: str,
+    depth: int,
+    lines: list[str],
+    env: dict[str, Any],
+    known_dict: bool = False,
 ) -> None:
-    """Lines checking the object in `var` (at `path`: key literals and index variables)."""
-    const = f"K{len(env)}"
-    env[const] = f"a JSON object ({shape.name})"
-    lines.append(f"{ind}if type({var}) is not dict: raise _Wrong({_path(path)}, {const}, {var})")
+    """Lines checking the object in `var` (at `path`: key literals and index variables);
+    `known_dict`: the parent's field check already made sure it is an object."""
+    if not known_dict:
+        const = f"K{len(env)}"
+        env[const] = f"a JSON object ({shape.name})"
+        lines.append(f"{ind}if type({var}) is not dict: raise _Wrong({_path(path)}, {const}, {var})")
     get = f"g{depth}"
     lines.append(f"{ind}{get} = {var}.get")
     value = f"v{depth}"
@@ -210,18 +226,18 @@ def _emit(
             lines.append(f"{ind}if {value} is None: {raise_wrong}")
         lines.append(f"{inner}if {wrong_type}: {raise_wrong}")
         if nested is not None:
-            _emit(nested, value, here, inner, depth + 1, lines, env)
+            _emit(nested, value, here, inner, depth + 1, lines, env, known_dict=True)
         elif each is not None:
-            index, item = f"i{depth}", f"it{depth}"
-            lines.append(f"{inner}for {index}, {item} in enumerate({value}):")
-            _emit(each, item, (*here, index), inner + "    ", depth + 1, lines, env)
+            item = f"it{depth}"
+            lines.append(f"{inner}for {item} in {value}:")  # its index is found only for an error
+            _emit(each, item, (*here, f"_at({value}, {item})"), inner + "    ", depth + 1, lines, env)
     if shape.by is not None:
         kind = f"s{depth}"
         lines.append(f"{ind}{kind} = {get}({shape.by!r})")
         if len(shape.cases) <= 16:
             for number, (name, case) in enumerate(shape.cases.items()):
                 lines.append(f"{ind}{'elif' if number else 'if'} {kind} == {name!r}:")
-                _emit(case, var, path, ind + "    ", depth + 1, lines, env)
+                _emit(case, var, path, ind + "    ", depth + 1, lines, env, known_dict=True)
         else:
             cases, found = f"CASES{len(env)}", f"c{depth}"
             env[cases] = {name: case.plain_check() for name, case in shape.cases.items()}
@@ -248,11 +264,12 @@ def _finite_float(text: str) -> float:
 
 _decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 _decode = _decoder.decode
-# The decoder's own scanner: `decode()` wraps it in two whitespace regex matches and a few calls
-# (~0.8 µs a payload). A provider's payload has no surrounding whitespace, so the scanner is tried
-# first and its answer taken only when it consumed the whole text; anything else (leading or
-# trailing text, any error) goes through `decode()`, which raises exactly what it always raised.
-_scan_once: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once  # type: ignore[attr-defined]
+# `raw_decode()` (documented: the value at the start of the text, and where it ended) is tried
+# first: `decode()` wraps the same scan in two whitespace regex matches and a few calls (~0.8 µs a
+# payload). A provider's payload has no surrounding whitespace, so the answer is taken only when
+# the scan consumed the whole text; anything else (leading or trailing text, any error) goes
+# through `decode()`, which raises exactly what it always raised.
+_raw_decode = _decoder.raw_decode
 
 
 def parse_json(data: str | bytes, what: str) -> Any:
@@ -261,7 +278,7 @@ def parse_json(data: str | bytes, what: str) -> Any:
     provider sends (NaN, 1e999, nesting past the recursion limit) is a malformed chunk."""
     if type(data) is str:
         try:
-            value, end = _scan_once(data, 0)
+            value, end = _raw_decode(data)
         except Exception:  # raised again, as decode() raises it, just below
             pass
         else:

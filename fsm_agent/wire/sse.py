@@ -19,9 +19,9 @@ CRLF split between chunks is still one line end.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
+
+from ..frozen import Frozen, set_field
 
 __all__ = ["SSEDecodeError", "SSEDecoder", "SSEFrame"]
 
@@ -44,8 +44,7 @@ class SSEDecodeError(ValueError):
         self.offset = offset
 
 
-@dataclass(frozen=True, slots=True)
-class SSEFrame:
+class SSEFrame(Frozen):
     """One dispatched block of an event stream.
 
     `data` is None when the block had no `data` field at all, "" for a bare `data:`; several data
@@ -53,38 +52,28 @@ class SSEFrame:
     which WHATWG also reads as the default "message"). `id` is the id set in this block, if any.
     """
 
-    event: str | None = None
-    data: str | None = None
-    id: str | None = None
-    retry: int | None = None
+    __slots__ = ("data", "event", "id", "retry")
+    event: str | None
+    data: str | None
+    id: str | None
+    retry: int | None
+
+    def __init__(
+        self,
+        event: str | None = None,
+        data: str | None = None,
+        id: str | None = None,
+        retry: int | None = None,
+    ) -> None:
+        set_field(self, "event", event)
+        set_field(self, "data", data)
+        set_field(self, "id", id)
+        set_field(self, "retry", retry)
 
     @property
     def is_keepalive(self) -> bool:
         """True for a frame that carries no payload: comments, bare `data:`, a lone `event`/`id`."""
         return not self.data
-
-
-# Building frames through the slot descriptors skips the frozen dataclass __init__, which goes
-# through object.__setattr__ once per field and costs ~0.5 µs a frame on the hot path.
-def _slot_setter(name: str) -> Callable[[SSEFrame, object], None]:
-    setter: Callable[[SSEFrame, object], None] = SSEFrame.__dict__[name].__set__
-    return setter
-
-
-_new_frame = object.__new__
-_set_event = _slot_setter("event")
-_set_data = _slot_setter("data")
-_set_id = _slot_setter("id")
-_set_retry = _slot_setter("retry")
-
-
-def _frame(event: str | None, data: str | None, id_: str | None, retry: int | None) -> SSEFrame:
-    frame: SSEFrame = _new_frame(SSEFrame)
-    _set_event(frame, event)
-    _set_data(frame, data)
-    _set_id(frame, id_)
-    _set_retry(frame, retry)
-    return frame
 
 
 class SSEDecoder:
@@ -194,7 +183,10 @@ class SSEDecoder:
             self._after_cr = True
         offset = self._consumed
         self._consumed = offset + len(region)
-        if self._max_line is None:
+        max_line = self._max_line
+        # No line of a region within the limit can exceed it: the common read goes straight to
+        # the lines; the limit's checks and a decoding error's offset are `_decode_region`'s.
+        if max_line is None or (len(region) <= max_line and len(self._partial) <= max_line):
             try:
                 lines = _split_lines(region)
             except UnicodeDecodeError:
@@ -240,12 +232,7 @@ class SSEDecoder:
         except UnicodeDecodeError:
             return None
         self._consumed += size
-        frame: SSEFrame = _new_frame(SSEFrame)  # as `_frame` builds it, without its call
-        _set_event(frame, event)
-        _set_data(frame, data)
-        _set_id(frame, None)
-        _set_retry(frame, None)
-        return [frame]
+        return [SSEFrame(event, data)]
 
     def _strip_bom(self, chunk: bytes) -> bytes:
         self._partial += chunk
@@ -300,7 +287,7 @@ class SSEDecoder:
         for line in lines:
             if not line:  # blank line: dispatch
                 if in_block:
-                    append(_frame(event or None, data if more is None else "\n".join(more), id_, retry))
+                    append(SSEFrame(event or None, data if more is None else "\n".join(more), id_, retry))
                     in_block = False
                     data = event = id_ = retry = more = None
                 continue
