@@ -45,6 +45,7 @@ from fsm_agent import session as session_module
 from fsm_agent.drivers import common
 from fsm_agent.drivers.watchdog import Watchdog, WatchdogTimer, shared_timer
 from fsm_agent.machine import MACHINE_NAME, State, engine
+from fsm_agent.request_plan import new_machine
 from fsm_agent.testing import Emulator, Scenario, Text, ToolCall
 from fsm_agent.testing.chat import ChatWire
 from fsm_agent.testing.faults import HttpError, MalformedFrame, Stall
@@ -184,9 +185,10 @@ def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
 
 _FORKED_IDS = """
 import os
+from fsm_agent.request_plan import new_machine
 from fsm_agent.session import Session
 def next_id():
-    return Session()._new_machine(("r",)).request_id
+    return new_machine(Session(), ("r",)).request_id
 read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
@@ -201,12 +203,12 @@ print(next_id(), child)
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
 def test_request_ids_differ_in_a_forked_child_and_ignore_the_global_rng() -> None:
-    """Ids and seeds come from the library's own generator, reseeded in a forked child: two
-    processes of a fleet never draw the same ids, and the caller seeding `random` changes nothing."""
+    """Ids and seeds come from the OS's randomness, also in a forked child: two processes of a
+    fleet never draw the same ids, and the caller seeding `random` changes nothing."""
     random.seed(7)
-    first = session_module.Session()._new_machine(("r",)).request_id
+    first = new_machine(session_module.Session(), ("r",)).request_id
     random.seed(7)
-    second = session_module.Session()._new_machine(("r",)).request_id
+    second = new_machine(session_module.Session(), ("r",)).request_id
     assert first != second and len(first) == 16 and int(first, 16) >= 0
     out = subprocess.run([sys.executable, "-c", _FORKED_IDS], capture_output=True, text=True, check=True)
     parent, child = out.stdout.split()
