@@ -40,6 +40,7 @@ from provider_clients import anthropic_client as _anthropic
 from provider_clients import openai_client as _openai
 
 import fsm_agent
+from fsm_agent import client_views
 from fsm_agent import machine as machine_module
 from fsm_agent import session as session_module
 from fsm_agent.drivers import common
@@ -682,23 +683,23 @@ def test_ten_thousand_requests_leave_nothing_behind(structlog_unconfigured: None
     assert engine().models == []
     assert shared_timer().pending() == 0
     assert all(not session._in_flight for _, session in cases)
-    assert len(common._no_retry_views) <= len(cases)  # one view per caller's client, no more
+    assert len(client_views._views) <= len(cases)  # one view per caller's client, no more
 
 
 # -- remembered per client and per model ---------------------------------------------------------------------
 def test_the_no_retries_view_is_made_once_per_client_and_dies_with_it() -> None:
     client = openai.OpenAI(base_url="http://x.invalid/v1", api_key="sk-1")
-    view = common.without_sdk_retries(client)
+    view = client_views.without_sdk_retries(client)
     assert view.max_retries == 0 and client.max_retries == 2
-    assert common.without_sdk_retries(client) is view
+    assert client_views.without_sdk_retries(client) is view
     client.api_key = "sk-2"  # a setting reassigned: a fresh view sees it, as a fresh copy would
-    assert common.without_sdk_retries(client).api_key == "sk-2"
-    size = len(common._no_retry_views)
+    assert client_views.without_sdk_retries(client).api_key == "sk-2"
+    size = len(client_views._views)
     alive = weakref.ref(client)
     del client, view
     gc.collect()
     assert alive() is None  # the remembered view did not keep the client alive
-    assert len(common._no_retry_views) <= size - 1  # and its entry went with it
+    assert len(client_views._views) <= size - 1  # and its entry went with it
 
 
 def test_stale_timeout_lookups_are_remembered_and_follow_table_edits(monkeypatch: pytest.MonkeyPatch) -> None:
