@@ -23,7 +23,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .actions import Remember
@@ -236,29 +236,32 @@ class EndpointLink:
 # `begin`/`remember`/`finish` call the store, their `a…` twins await it; a store's error is raised
 # to the caller from there (the steps hold nothing to clean up).
 _T = TypeVar("_T")
-_StoreSteps = Generator[tuple[EndpointKey, HealthChange | None], EndpointHealth, _T]
+if TYPE_CHECKING:
+    _StoreSteps = Generator[tuple[EndpointKey, HealthChange | None], EndpointHealth, _T]
 
 
 def _called(store: HealthStore, steps: _StoreSteps[_T]) -> _T:
     asked = _Asked(steps)
     while asked.next():
         asked.health = asked.of(store)
-    return asked.result
+    result: _T = asked.result
+    return result
 
 
 async def _awaited(store: HealthStore, steps: _StoreSteps[_T]) -> _T:
     asked = _Asked(steps)
     while asked.next():
         asked.health = await asked.of_async(store)
-    return asked.result
+    result: _T = asked.result
+    return result
 
 
-class _Asked(Generic[_T]):
+class _Asked:
     """What a link's steps ask of the store next, and what they returned."""
 
     __slots__ = ("_steps", "change", "health", "key", "result")
 
-    def __init__(self, steps: _StoreSteps[_T]) -> None:
+    def __init__(self, steps: _StoreSteps[Any]) -> None:
         self._steps = steps
         self.health: Any = None
 
@@ -266,7 +269,7 @@ class _Asked(Generic[_T]):
         try:
             self.key, self.change = self._steps.send(self.health)
         except StopIteration as done:
-            self.result: _T = done.value
+            self.result: Any = done.value
             return False
         return True
 

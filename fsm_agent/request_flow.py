@@ -14,8 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .drivers.common import Callbacks, ClientSource, check_callbacks
 from .endpoint import EndpointLink, StartFacts
@@ -33,41 +32,55 @@ log = logging.getLogger("fsm_agent")
 _UNPLANNED = 180.0  # a watchdog's stale timeout until the request is planned (it is not armed before)
 
 
-@dataclass(frozen=True, slots=True)
 class Call:
     """What the caller asked for: `stream()`'s and `astream()`'s arguments."""
 
-    target: Any  # a client, a factory, or a list of routes
-    params: dict[str, Any] | None
-    api: str | None
-    callbacks: tuple[Callable[..., Any] | None, ...]  # in `Callbacks`' order
-    interrupt: Any
+    __slots__ = ("api", "callbacks", "interrupt", "params", "target")
+
+    def __init__(
+        self,
+        target: Any,  # a client, a factory, or a list of routes
+        params: dict[str, Any] | None,
+        api: str | None,
+        callbacks: tuple[Callable[..., Any] | None, ...],  # in `Callbacks`' order
+        interrupt: Any,
+    ) -> None:
+        self.target, self.params, self.api = target, params, api
+        self.callbacks, self.interrupt = callbacks, interrupt
 
 
-@dataclass(frozen=True, slots=True)
 class Kind:
     """Which side runs the request: its watchdog and driver classes."""
 
-    watchdog: Callable[..., Any]
-    driver: Callable[..., Any]
-    in_async: bool
+    __slots__ = ("driver", "in_async", "watchdog")
+
+    def __init__(self, watchdog: Callable[..., Any], driver: Callable[..., Any], *, in_async: bool) -> None:
+        self.watchdog, self.driver, self.in_async = watchdog, driver, in_async
 
 
-class Step(Protocol):
-    def call(self) -> Any: ...
+# The steps: plain classes (a request makes five or so; none is compared, hashed or printed).
+class Step:
+    """One piece of a request's I/O, performed by `call()` in stream() or `acall()` in astream()."""
 
-    async def acall(self) -> Any: ...
+    __slots__ = ()
+
+    def call(self) -> Any:
+        raise NotImplementedError
+
+    async def acall(self) -> Any:
+        raise NotImplementedError
 
 
-@dataclass(frozen=True, slots=True)
-class MakeClients:
+class MakeClients(Step):
     """The caller's target with each factory's first client made: by astream() without blocking
     the loop (a coroutine function awaited, a plain one in a worker thread); stream() makes it
     while planning, as it does every attempt's. Every source whose factory ran is added to
     `made`, so a request that never starts can close them."""
 
-    target: Any
-    made: list[ClientSource]
+    __slots__ = ("made", "target")
+
+    def __init__(self, target: Any, made: list[ClientSource]) -> None:
+        self.target, self.made = target, made
 
     def call(self) -> Any:
         return self.target
@@ -92,24 +105,23 @@ class MakeClients:
         ]
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(Step):
     """The request planned (`plan_request`): a step of its own because it runs the caller's code
     (a factory, a client's attributes), whose errors the steps see as any step's."""
 
-    session: Session
-    asked: Call
-    target: Any
-    in_async: bool
+    __slots__ = ("asked", "in_async", "session", "target")
+
+    def __init__(self, session: Session, asked: Call, target: Any, in_async: bool) -> None:
+        self.session, self.asked, self.target, self.in_async = session, asked, target, in_async
 
     def call(self) -> RequestPlan:
-        call = self.asked
-        watch_tool_args = call.callbacks[5] is not None  # on_tool_args (ACC-11)
+        asked = self.asked
+        watch_tool_args = asked.callbacks[5] is not None  # on_tool_args (ACC-11)
         return plan_request(
             self.session,
             self.target,
-            call.params,
-            call.api,
+            asked.params,
+            asked.api,
             in_async=self.in_async,
             watch_tool_args=watch_tool_args,
         )
@@ -118,11 +130,13 @@ class Plan:
         return self.call()
 
 
-@dataclass(frozen=True, slots=True)
-class Release:
+class Release(Step):
     """A factory's client of a request that never started, closed."""
 
-    source: ClientSource
+    __slots__ = ("source",)
+
+    def __init__(self, source: ClientSource) -> None:
+        self.source = source
 
     def call(self) -> None:
         self.source.release()
@@ -131,11 +145,13 @@ class Release:
         await self.source.arelease()
 
 
-@dataclass(frozen=True, slots=True)
-class Begin:
+class Begin(Step):
     """The endpoint's health read as the request starts (HL-1, BO-7)."""
 
-    link: EndpointLink
+    __slots__ = ("link",)
+
+    def __init__(self, link: EndpointLink) -> None:
+        self.link = link
 
     def call(self) -> StartFacts:
         return self.link.begin()
@@ -144,12 +160,13 @@ class Begin:
         return await self.link.abegin()
 
 
-@dataclass(frozen=True, slots=True)
-class Finish:
+class Finish(Step):
     """A probe the route still holds settled by how the request ended (BO-7)."""
 
-    link: EndpointLink
-    error: BaseException | None
+    __slots__ = ("error", "link")
+
+    def __init__(self, link: EndpointLink, error: BaseException | None) -> None:
+        self.link, self.error = link, error
 
     def call(self) -> None:
         self.link.finish(self.error)
@@ -158,11 +175,13 @@ class Finish:
         await self.link.afinish(self.error)
 
 
-@dataclass(frozen=True, slots=True)
-class Drive:
+class Drive(Step):
     """The driver run to the request's end."""
 
-    driver: Any
+    __slots__ = ("driver",)
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
 
     def call(self) -> StreamResult:
         result: StreamResult = self.driver.run()
@@ -173,10 +192,12 @@ class Drive:
         return result
 
 
-Steps = Generator[Step, Any, StreamResult]
+if TYPE_CHECKING:
+    Steps = Generator[Step, Any, StreamResult]
 
 
 def request_steps(session: Session, call: Call, kind: Kind) -> Steps:
+    """The course of one request of `session`, from the caller's `call` to its result."""
     # SEC-8: registered before any planning work (a factory, a lazy SDK import), so an interrupt
     # issued while the request is prepared is honoured before anything is sent.
     check_callbacks(call.callbacks, call.interrupt)
