@@ -54,23 +54,27 @@ def without_sdk_retries(client: Any) -> Any:
 
 
 class _Remembered:
-    """A client's no-retries view, and the names of the settings it shares with the client."""
+    """A client's no-retries view, and the settings it was made from: those the copy took over as
+    they were, as the view held them when made (the view's own may change as it is used: a lazily
+    built middleware chain, a tracer). Nothing here is reachable from the client."""
 
     __slots__ = ("settings", "view")
 
     def __init__(self, client: Any, view: Any) -> None:
         self.view = view
         mine, theirs = _fields(client), _fields(view)
-        # What the copy took over as it was; what it set itself (max_retries) is not compared.
+        # What the copy set itself (max_retries) is not compared.
         self.settings = tuple(
-            name for name, value in mine.items() if name in theirs and _equal(value, theirs[name])
+            (name, theirs[name])
+            for name, value in mine.items()
+            if name in theirs and _equal(value, theirs[name])
         )
 
     def fits(self, client: Any) -> bool:
-        """The client's settings are still the view's: a copy made now would be the same."""
-        mine, theirs = _fields(client), _fields(self.view)
-        missing = _Missing
-        return all(_equal(mine.get(name, missing), theirs.get(name, missing)) for name in self.settings)
+        """The client's settings are still those the view was made from: a copy made now would be
+        the same."""
+        mine, missing = _fields(client), _Missing
+        return all(_equal(mine.get(name, missing), value) for name, value in self.settings)
 
 
 class _Missing:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import gc
 import weakref
+from typing import Any
 
 import anthropic
 import openai
 import pytest
 
+import fsm_agent
 from fsm_agent.client_views import without_sdk_retries
+from fsm_agent.testing import Emulator, Scenario
 
 
 @pytest.mark.parametrize("sdk", [anthropic.Anthropic, openai.OpenAI])
@@ -59,3 +62,30 @@ def test_a_remembered_view_never_keeps_its_client_alive() -> None:
     del client
     gc.collect()
     assert alive() is None
+
+
+@pytest.mark.parametrize("sdk", ["anthropic", "openai"])
+def test_one_view_serves_every_request_of_a_client(emulator: Emulator, sdk: str) -> None:
+    """A view changes as it is used (anthropic builds its middleware chain at the first request):
+    that is no reason to make another. One view per client means no copy, and no reference cycle
+    of a copy's resources left for the collector, per request."""
+    emulator.script(Scenario.build("hi"))
+    if sdk == "anthropic":
+        client: Any = anthropic.Anthropic(base_url=emulator.anthropic_base_url, api_key="sk-ant-test")
+        params: dict[str, Any] = {
+            "model": "m",
+            "max_tokens": 16,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    else:
+        client = openai.OpenAI(base_url=emulator.openai_base_url, api_key="sk-test")
+        params = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    session = fsm_agent.Session()
+    try:
+        assert session.stream(client, params).content == "hi"
+        view = without_sdk_retries(client)
+        for _ in range(3):
+            assert session.stream(client, params).content == "hi"
+            assert without_sdk_retries(client) is view
+    finally:
+        client.close()
