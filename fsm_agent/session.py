@@ -242,6 +242,9 @@ class Session:
     ) -> StreamResult:
         """`stream()` for asyncio code: the same machine and arguments, run by the asyncio driver.
 
+        Takes async clients (`openai.AsyncOpenAI`, `anthropic.AsyncAnthropic`) and also sync ones
+        (run in a worker thread, e.g. boto3). Callbacks may be plain functions or coroutine
+        functions (awaited in order). Cancelling the task interrupts the request (RES-11).
         A factory that is a coroutine function is awaited; a plain one runs in a worker thread,
         never on the event loop.
 
@@ -250,7 +253,24 @@ class Session:
                 returning one, or a list of `Route`s (see `stream()`).
             params: The SDK call's keyword arguments, as a dict.
             api: As for `stream()`.
-            on_text: As for `stream()`; so are the other callbacks and `interrupt`.
+            on_text: `on_text(text: str)`, called with each delta of the answer's text, in order,
+                exactly as accumulated (CB-1); also receives the "reconnecting" marker (RES-3) and
+                the dropped-tool warning (RES-5).
+            on_reasoning: `on_reasoning(text: str)`, called with each reasoning delta (CB-2).
+            on_tool_call: `on_tool_call(index: int, name: str)`, called once per tool call as soon
+                as its name is known, before its arguments have streamed (CB-3).
+            on_status: `on_status(message: str)`, called with readable notices: retrying, falling
+                back, stalled, giving up (CB-5). Silent on a request that simply succeeds.
+            on_activity: `on_activity(kind: str)`, called on every provider event, whatever its
+                kind (CB-4): a liveness signal for your own monitors. Its exceptions are logged
+                and ignored.
+            interrupt: A `threading.Event`; setting it from any thread ends the request with
+                `InterruptedError` within 0.2 s (RES-11). `session.interrupt()` does the same for
+                every request in flight.
+            on_tool_args: `on_tool_args(index: int, name: str, partial: Any)`, called with a
+                tool call's arguments parsed so far each time they grow (at most once per read or
+                per 64 KiB of it), and with the complete value last (ACC-11). Costs nothing when
+                not given.
 
         Returns:
             The `StreamResult`.
