@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .actions import Remember
@@ -144,25 +144,20 @@ class EndpointLink:
         )
 
     def begin(self) -> StartFacts:
-        now = self._now()
-        health = self.store.get(self.key)
-        if bounded(health, now) != health:  # HL-1: the clock was stepped back; re-base in the store
-            health = self.store.update(self.key, HealthChange(at=now))
-        health = bounded(health, now)  # also when the store could not take the re-base
-        take = self._probe_change(health, now)
-        if take is not None:
-            health = self.store.update(self.key, take)
-        return self._facts(health, now)
+        return _called(self.store, self._begin())
 
     async def abegin(self) -> StartFacts:
+        return await _awaited(self.store, self._begin())
+
+    def _begin(self) -> _StoreSteps[StartFacts]:
         now = self._now()
-        health = await self.store.aget(self.key)
-        if bounded(health, now) != health:  # HL-1, as in `begin`
-            health = await self.store.aupdate(self.key, HealthChange(at=now))
+        health = yield self.key, None
+        if bounded(health, now) != health:  # HL-1: the clock was stepped back; re-base in the store
+            health = yield self.key, HealthChange(at=now)
         health = bounded(health, now)  # also when the store could not take the re-base
         take = self._probe_change(health, now)
         if take is not None:
-            health = await self.store.aupdate(self.key, take)
+            health = yield self.key, take
         return self._facts(health, now)
 
     # -- while the request runs ----------------------------------------------------------------------
@@ -196,26 +191,21 @@ class EndpointLink:
         )
 
     def remember(self, action: Remember) -> None:
-        now = self._now()
-        change = self._change(action, now)
-        if change is None:
-            return
-        health = self.store.update(self.key, change)
-        if change.stall:
-            trip = self._trip_change(health, now)
-            if trip is not None:
-                self.store.update(self.key, trip)
+        _called(self.store, self._remember(action))
 
     async def aremember(self, action: Remember) -> None:
+        await _awaited(self.store, self._remember(action))
+
+    def _remember(self, action: Remember) -> _StoreSteps[None]:
         now = self._now()
         change = self._change(action, now)
         if change is None:
             return
-        health = await self.store.aupdate(self.key, change)
+        health = yield self.key, change
         if change.stall:
             trip = self._trip_change(health, now)
             if trip is not None:
-                await self.store.aupdate(self.key, trip)
+                yield self.key, trip
 
     # -- the end ---------------------------------------------------------------------------------------
     def _settle(self, error: BaseException | None) -> HealthChange | None:
@@ -230,11 +220,63 @@ class EndpointLink:
         return HealthChange(probe_until=0.0, at=now)
 
     def finish(self, error: BaseException | None) -> None:
-        change = self._settle(error)
-        if change is not None:
-            self.store.update(self.key, change)
+        _called(self.store, self._finish(error))
 
     async def afinish(self, error: BaseException | None) -> None:
+        await _awaited(self.store, self._finish(error))
+
+    def _finish(self, error: BaseException | None) -> _StoreSteps[None]:
         change = self._settle(error)
         if change is not None:
-            await self.store.aupdate(self.key, change)
+            yield self.key, change
+
+
+# A link's reads and writes of its store, written once: each yields `(key, None)` to read the
+# endpoint's health or `(key, change)` to update it, and is sent the health the store returns.
+# `begin`/`remember`/`finish` call the store, their `a…` twins await it; a store's error is raised
+# to the caller from there (the steps hold nothing to clean up).
+_T = TypeVar("_T")
+if TYPE_CHECKING:
+    _StoreSteps = Generator[tuple[EndpointKey, HealthChange | None], EndpointHealth, _T]
+
+
+def _called(store: HealthStore, steps: _StoreSteps[_T]) -> _T:
+    asked = _Asked(steps)
+    while asked.next():
+        asked.health = asked.of(store)
+    result: _T = asked.result
+    return result
+
+
+async def _awaited(store: HealthStore, steps: _StoreSteps[_T]) -> _T:
+    asked = _Asked(steps)
+    while asked.next():
+        asked.health = await asked.of_async(store)
+    result: _T = asked.result
+    return result
+
+
+class _Asked:
+    """What a link's steps ask of the store next, and what they returned."""
+
+    __slots__ = ("_steps", "change", "health", "key", "result")
+
+    def __init__(self, steps: _StoreSteps[Any]) -> None:
+        self._steps = steps
+        self.health: Any = None
+
+    def next(self) -> bool:
+        try:
+            self.key, self.change = self._steps.send(self.health)
+        except StopIteration as done:
+            self.result: Any = done.value
+            return False
+        return True
+
+    def of(self, store: HealthStore) -> EndpointHealth:
+        key, change = self.key, self.change
+        return store.get(key) if change is None else store.update(key, change)
+
+    def of_async(self, store: HealthStore) -> Awaitable[EndpointHealth]:
+        key, change = self.key, self.change
+        return store.aget(key) if change is None else store.aupdate(key, change)

@@ -40,10 +40,12 @@ from provider_clients import anthropic_client as _anthropic
 from provider_clients import openai_client as _openai
 
 import fsm_agent
+from fsm_agent import client_views
 from fsm_agent import session as session_module
 from fsm_agent.drivers import common
 from fsm_agent.drivers.watchdog import Watchdog, WatchdogTimer, shared_timer
 from fsm_agent.machine import MACHINE_NAME, engine
+from fsm_agent.request_plan import new_machine
 from fsm_agent.testing import Emulator, Scenario, Text, ToolCall
 from fsm_agent.testing.chat import ChatWire
 from fsm_agent.testing.faults import HttpError, MalformedFrame, Stall
@@ -157,9 +159,10 @@ def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
 
 _FORKED_IDS = """
 import os
+from fsm_agent.request_plan import new_machine
 from fsm_agent.session import Session
 def next_id():
-    return Session()._new_machine(("r",)).request_id
+    return new_machine(Session(), ("r",)).request_id
 read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
@@ -174,12 +177,12 @@ print(next_id(), child)
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
 def test_request_ids_differ_in_a_forked_child_and_ignore_the_global_rng() -> None:
-    """Ids and seeds come from the library's own generator, reseeded in a forked child: two
-    processes of a fleet never draw the same ids, and the caller seeding `random` changes nothing."""
+    """Ids and seeds come from the OS's randomness, also in a forked child: two processes of a
+    fleet never draw the same ids, and the caller seeding `random` changes nothing."""
     random.seed(7)
-    first = session_module.Session()._new_machine(("r",)).request_id
+    first = new_machine(session_module.Session(), ("r",)).request_id
     random.seed(7)
-    second = session_module.Session()._new_machine(("r",)).request_id
+    second = new_machine(session_module.Session(), ("r",)).request_id
     assert first != second and len(first) == 16 and int(first, 16) >= 0
     out = subprocess.run([sys.executable, "-c", _FORKED_IDS], capture_output=True, text=True, check=True)
     parent, child = out.stdout.split()
@@ -653,23 +656,23 @@ def test_ten_thousand_requests_leave_nothing_behind(structlog_unconfigured: None
     assert engine().models == []
     assert shared_timer().pending() == 0
     assert all(not session._in_flight for _, session in cases)
-    assert len(common._no_retry_views) <= len(cases)  # one view per caller's client, no more
+    assert len(client_views._views) <= len(cases)  # one view per caller's client, no more
 
 
 # -- remembered per client and per model ---------------------------------------------------------------------
 def test_the_no_retries_view_is_made_once_per_client_and_dies_with_it() -> None:
     client = openai.OpenAI(base_url="http://x.invalid/v1", api_key="sk-1")
-    view = common.without_sdk_retries(client)
+    view = client_views.without_sdk_retries(client)
     assert view.max_retries == 0 and client.max_retries == 2
-    assert common.without_sdk_retries(client) is view
+    assert client_views.without_sdk_retries(client) is view
     client.api_key = "sk-2"  # a setting reassigned: a fresh view sees it, as a fresh copy would
-    assert common.without_sdk_retries(client).api_key == "sk-2"
-    size = len(common._no_retry_views)
+    assert client_views.without_sdk_retries(client).api_key == "sk-2"
+    size = len(client_views._views)
     alive = weakref.ref(client)
     del client, view
     gc.collect()
     assert alive() is None  # the remembered view did not keep the client alive
-    assert len(common._no_retry_views) <= size - 1  # and its entry went with it
+    assert len(client_views._views) <= size - 1  # and its entry went with it
 
 
 def test_stale_timeout_lookups_are_remembered_and_follow_table_edits(monkeypatch: pytest.MonkeyPatch) -> None:

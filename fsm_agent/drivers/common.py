@@ -12,7 +12,6 @@ event the machine is fed.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..backoff import retry_hint
+from ..client_views import without_sdk_retries
 from ..errors import sdk_native
 from ..events import AttemptFailed, Interrupt, StaleTimeout
 from ..redact import redact
@@ -385,57 +385,6 @@ class ClientSource:
         made, self._made = self._made, None
         if made is not None:
             await _aclose_client(made)
-
-
-def without_sdk_retries(client: Any) -> Any:
-    """A view of `client` that makes no retries of its own (RES-1, RES-11).
-
-    The retry budget is the session's: an SDK retrying inside an attempt would multiply it, and
-    would sleep between its tries where no interrupt reaches. `with_options` (openai, anthropic)
-    returns a copy sharing the caller's connection pool; the caller's client is left as it is.
-    The copy is made once per client and kept while the client lives (weakly: it never keeps a
-    client alive). boto3 clients keep their own retry configuration (documented).
-    """
-    cls = type(client)
-    if cls in _viewless_classes:
-        return client
-    with_options = getattr(client, "with_options", None)
-    if not callable(with_options):
-        # A boto3 client: no with_options on any client of its class, and asking costs a trip
-        # through botocore's event system (its __getattr__) on every attempt; remembered per class.
-        if _fixed_shape(cls):
-            _viewless_classes.add(cls)
-        return client
-    if not getattr(client, "max_retries", 0):
-        return client
-    fingerprint = _fingerprint(client)
-    try:
-        known = _no_retry_views.get(client)
-    except TypeError:  # not hashable or not weakly referenceable: no memory for it
-        known = None
-    if known is not None and known[0] == fingerprint:
-        return known[1]
-    try:
-        view = with_options(max_retries=0)
-    except Exception:  # a custom client whose with_options differs: use it as it is
-        return client
-    with contextlib.suppress(TypeError):
-        _no_retry_views[client] = (fingerprint, view)
-    return view
-
-
-def _fingerprint(client: Any) -> tuple[int, ...]:
-    """Which objects the client's settings are: a setting reassigned since the view was made
-    (`client.api_key = ...`, a new base_url) makes a new view, as a fresh copy would have seen it."""
-    fields = getattr(client, "__dict__", None)
-    return tuple(map(id, fields.values())) if isinstance(fields, dict) else ()
-
-
-# client -> (its fingerprint, its no-retries view). The view shares the client's connection pool but holds no
-# reference to the client itself, so the entry goes when the caller drops the client.
-_no_retry_views: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-# SDK client classes (fixed shape) that have no `with_options`: their clients are used as they are.
-_viewless_classes: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def _close_client(client: Any) -> None:
