@@ -37,6 +37,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from .activity_clock import ActivityClock
+
 log = logging.getLogger("fsm_agent")
 
 __all__ = ["Watchdog", "WatchdogTimer", "abort_blocked_read", "blocked_read_aborter", "shared_timer"]
@@ -228,7 +230,7 @@ def shared_timer() -> WatchdogTimer:
     return _TIMER
 
 
-class Watchdog:
+class Watchdog(ActivityClock):
     """One sync request's watchdog: its deadline, its abort, and what fired (looked at by the timer)."""
 
     def __init__(
@@ -267,29 +269,6 @@ class Watchdog:
                 self.fired = None
             wait = self._next_wakeup()
         self._timer.schedule(self, None if wait is None else now + wait)
-
-    def touch(self) -> None:
-        """Provider activity: push the deadline back. Lock-free: one float store."""
-        self._last_activity = self._clock()
-
-    def hold(self) -> float:
-        """The caller's callbacks run now: their time is not provider silence (WD-1). Returns the
-        time the hold began."""
-        self._held_since = now = self._clock()
-        return now
-
-    def release(self, active: bool = False) -> None:
-        """The hold ends. `active`: provider activity came during it (a `touch()` then, folded in:
-        the deadline restarts now, as a touch during the hold and then `release()` would set it)."""
-        held_since = self._held_since
-        if held_since is not None:
-            # Move the deadline first, then end the hold: the timer never sees a hold ended with
-            # the deadline not yet moved. Activity seen during the hold is not counted twice.
-            if active:
-                self._last_activity = self._clock()
-            else:
-                self._last_activity += self._clock() - max(held_since, self._last_activity)
-            self._held_since = None
 
     def disarm(self) -> None:
         """No blocking read any more. Waits for an abort in progress (the reader closes next)."""
