@@ -56,7 +56,20 @@ NOTICES: Any = _Notices()  # coroutine on_activity results wait to be awaited (t
 class Pump:
     """One attempt's (or one plain response's) deliveries and decision; see the module's text."""
 
-    __slots__ = ("_core", "_count", "_notices", "_pipeline", "_translator", "control", "stop")
+    __slots__ = (
+        "_core",
+        "_count",
+        "_feed",
+        "_machine",
+        "_notices",
+        "_pipeline",
+        "_t0",
+        "_translator",
+        "_watchdog",
+        "_watching",
+        "control",
+        "stop",
+    )
 
     def __init__(
         self,
@@ -67,6 +80,11 @@ class Pump:
         notices: list[Any] | None = None,
     ) -> None:
         self._core = core
+        self._machine = machine = core.machine
+        self._feed = machine.feed
+        self._watching = machine.watch_tool_args
+        self._watchdog = core.watchdog
+        self._t0 = core._t0
         self._pipeline = pipeline
         self._translator = translator
         self._notices = notices  # the async delivery's pending on_activity coroutines (sync: None)
@@ -77,24 +95,21 @@ class Pump:
     # -- the deliveries of one read --------------------------------------------------------------------
     def read(self, read: bytes) -> Iterator[Any]:
         """One read's deliveries; a read larger than `SLICE` is decoded a slice at a time (SEC-5)."""
+        if len(read) > SLICE:
+            return self._sliced(read)
         pipeline = self._pipeline
         assert pipeline is not None
-        core = self._core
-        watchdog = core.watchdog
-        for chunk in (read,) if len(read) <= SLICE else slices(read):
-            # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-            watchdog.hold()
-            events = pipeline.feed(chunk)
-            if self._notices:
-                yield NOTICES
-            active = pipeline.active  # provider activity: the deadline restarts at release
-            t = time.monotonic() - core._t0
-            yield from self._events(events, t)
-            if self.control is None and core.machine.watch_tool_args:
-                yield from self.tool_args(t)  # once per read, per call that grew (ACC-11)
-            watchdog.release(active)
-            if self.control is not None or pipeline.done or watchdog.fired is not None:
-                self.stop = True
+        # From here until the next read, time is the caller's (on_activity, deltas), not silence.
+        self._watchdog.hold()
+        events = pipeline.feed(read)
+        t = time.monotonic() - self._t0
+        # `active`: provider activity came, so the deadline restarts at the hold's release.
+        return self._events(events, t, pipeline.active, NOTICES if self._notices else None)
+
+    def _sliced(self, read: bytes) -> Iterator[Any]:
+        for chunk in slices(read):
+            yield from self.read(chunk)
+            if self.stop:
                 return
 
     def item(self, obj: Any) -> Iterator[Any]:
@@ -107,14 +122,8 @@ class Pump:
         t = core._now()
         events = translate_object(self._translator, obj)
         watchdog.hold()
-        if core.cb.activity is not None:
-            yield Activity(activity_label(obj))
-        yield from self._events(events, t)
-        if self.control is None and core.machine.watch_tool_args:
-            yield from self.tool_args(t)
-        watchdog.release()
-        if self.control is not None or watchdog.fired is not None:
-            self.stop = True
+        label = Activity(activity_label(obj)) if core.cb.activity is not None else None
+        return self._events(events, t, False, label)
 
     def end(self) -> Iterator[Any]:
         """After the last read: what the decoder still held, then the stream's end, one at a time
@@ -125,10 +134,11 @@ class Pump:
             return
         if self._translator is not None:
             complete: bool = self._translator.done
-            yield from self._events((StreamEnd(frames=self._count, complete=complete),), core._now())
+            events: Iterable[Any] = (StreamEnd(frames=self._count, complete=complete),)
         else:
             assert self._pipeline is not None
-            yield from self._events(self._pipeline.end(), core._now())
+            events = self._pipeline.end()
+        yield from self._events(events, core._now(), None, None)
 
     def answer(self, events: tuple[Any, ...], response: Any) -> Iterator[Any]:
         """A plain (non-streaming) response's deliveries: its whole answer, then each tool call's
@@ -145,17 +155,17 @@ class Pump:
             self.control = core._feed_control(FallbackDelivered())
 
     # -- the rules -------------------------------------------------------------------------------------
-    def _events(self, events: Iterable[Any], t: float) -> Iterator[Any]:
-        """Feed each event at `t`, handing out its deliveries; stop at the first control action."""
-        core = self._core
-        machine = core.machine
-        watchdog = core.watchdog
-        feed = machine.feed
-        watching = machine.watch_tool_args
+    def _events(self, events: Iterable[Any], t: float, active: bool | None, first: Any) -> Iterator[Any]:
+        """`first` (if any), then feed each event at `t`, handing out its deliveries; stop at the
+        first control action. `active` not None: the end of a read (or an object) whose provider
+        activity it tells — the calls that grew are delivered (ACC-11), the hold ends (WD-1)."""
+        if first is not None:
+            yield first
+        machine, watchdog, feed, watching = self._machine, self._watchdog, self._feed, self._watching
         for event in events:
             if watchdog.interrupted:  # SEC-8: over whatever the read still holds
-                self.control = core._interrupt_noticed() or ()
-                return
+                self.control = self._core._interrupt_noticed() or ()
+                break
             if watching and machine.tool_args_due_before(event):
                 yield from self.tool_args(None)
             outputs = feed(event, t)
@@ -165,7 +175,15 @@ class Pump:
                     continue
                 yield from self.deliveries(outputs)
                 if self.control is not None:
-                    return
+                    break
+        if active is None:
+            return
+        if self.control is None and watching:
+            yield from self.tool_args(t)  # once per read, per call that grew (ACC-11)
+        watchdog.release(active)
+        pipeline = self._pipeline
+        if self.control is not None or watchdog.fired is not None or (pipeline is not None and pipeline.done):
+            self.stop = True
 
     def deliveries(self, outputs: Decided) -> Iterator[Any]:
         """The deltas among the machine's outputs, in order; its control actions, if any, to
