@@ -59,7 +59,7 @@ class Pump:
     __slots__ = (
         "_core",
         "_count",
-        "_feed",
+        "_feed_machine",
         "_machine",
         "_notices",
         "_pipeline",
@@ -81,7 +81,7 @@ class Pump:
     ) -> None:
         self._core = core
         self._machine = machine = core.machine
-        self._feed = machine.feed
+        self._feed_machine = machine.feed
         self._watching = machine.watch_tool_args
         self._watchdog = core.watchdog
         self._t0 = core._t0
@@ -161,7 +161,7 @@ class Pump:
         activity it tells — the calls that grew are delivered (ACC-11), the hold ends (WD-1)."""
         if first is not None:
             yield first
-        machine, watchdog, feed, watching = self._machine, self._watchdog, self._feed, self._watching
+        machine, watchdog, feed, watching = self._machine, self._watchdog, self._feed_machine, self._watching
         for event in events:
             if watchdog.interrupted:  # SEC-8: over whatever the read still holds
                 self.control = self._core._interrupt_noticed() or ()
