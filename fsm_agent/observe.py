@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .drivers.common import ClientSource
+from .drivers.source import ClientSource
 from .trace.records import TransitionRecord
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ import logging
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from .drivers.common import Callbacks, ClientSource, check_callbacks
+from .drivers.callbacks import Callbacks, check_callbacks
+from .drivers.source import ClientSource
 from .endpoint import EndpointLink, StartFacts
 from .request_plan import RequestPlan, plan_request
 from .result import StreamResult

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .drivers.common import Callbacks, ClientSource
+from .drivers.callbacks import Callbacks
+from .drivers.source import ClientSource
 from .endpoint import EndpointLink, HealthSettings, StartFacts, endpoint_key
 from .events import RouteLoaded
 from .guards import RequestContext

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .drivers.common import ClientSource, check_client, is_async_client
+from .drivers.clients import check_client, is_async_client
+from .drivers.source import ClientSource
 from .endpoint import EndpointLink
 from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter

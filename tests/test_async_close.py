@@ -72,9 +72,9 @@ def test_closing_waits_a_bounded_time_for_a_worker_that_ignores_its_abort(
 
 
 def test_a_cancelled_blocking_call_that_retries_after_each_abort_ends_its_thread() -> None:
-    # Each try blocks in a frame the open-phase abort recognises as the HTTP stack's.
+    # Each try blocks in a frame the open-phase abort recognises as the HTTP stack's (by its module).
     code = compile("def recv_in_transport(s):\n    return s.recv(1)\n", "/x/httpcore/fake.py", "exec")
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"__name__": "httpcore._fake"}
     exec(code, namespace)
     tries: list[float] = []
 

@@ -42,7 +42,7 @@ from provider_clients import openai_client as _openai
 import fsm_agent
 from fsm_agent import client_views
 from fsm_agent import session as session_module
-from fsm_agent.drivers import common
+from fsm_agent.drivers import clients
 from fsm_agent.drivers.watchdog import Watchdog, WatchdogTimer, shared_timer
 from fsm_agent.machine import MACHINE_NAME, engine
 from fsm_agent.request_plan import new_machine
@@ -719,21 +719,21 @@ class _ShapedLikeAClient:
 
 def test_client_shape_answers_are_remembered_only_for_sdk_classes() -> None:
     odd = _ShapedLikeAClient()
-    assert not common.looks_like_client(odd)
+    assert not clients.looks_like_client(odd)
     odd.messages = object()  # type: ignore[attr-defined]
-    assert common.looks_like_client(odd)
+    assert clients.looks_like_client(odd)
     del odd.messages  # type: ignore[attr-defined]
-    assert not common.looks_like_client(odd)
-    assert _ShapedLikeAClient not in common._client_classes
+    assert not clients.looks_like_client(odd)
+    assert _ShapedLikeAClient not in clients._client_classes
 
     async def create(**kwargs: Any) -> None:
         return None
 
     odd.messages = type("Messages", (), {"create": staticmethod(create)})()  # type: ignore[attr-defined]
-    assert common.is_async_client(odd)
+    assert clients.is_async_client(odd)
     odd.messages = type("Messages", (), {"create": staticmethod(lambda **kwargs: None)})()  # type: ignore[attr-defined]
-    assert not common.is_async_client(odd)
-    assert _ShapedLikeAClient not in common._async_by_class
+    assert not clients.is_async_client(odd)
+    assert _ShapedLikeAClient not in clients._async_by_class
 
     sync = openai.OpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
     aio = openai.AsyncOpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
@@ -747,11 +747,11 @@ def test_client_shape_answers_are_remembered_only_for_sdk_classes() -> None:
     try:
         for client, is_async in ((sync, False), (aio, True), (bedrock, False)):
             for _ in range(2):  # the second answer comes from the class's memory, and agrees
-                assert common.looks_like_client(client)
-                assert common.is_async_client(client) is is_async
-            assert type(client) in common._client_classes
-            assert common._async_by_class[type(client)] is is_async
-        assert not common.looks_like_client(lambda: sync)  # a factory stays a factory
+                assert clients.looks_like_client(client)
+                assert clients.is_async_client(client) is is_async
+            assert type(client) in clients._client_classes
+            assert clients._async_by_class[type(client)] is is_async
+        assert not clients.looks_like_client(lambda: sync)  # a factory stays a factory
     finally:
         sync.close()
         bedrock.close()

@@ -17,21 +17,22 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from .. import actions as act
 from ..errors import MachineError
-from ..events import FallbackDelivered, FallbackFinished, FinishedResponse, Interrupt, RouteLoaded, TextDelta
+from ..events import FinishedResponse, Interrupt, RouteLoaded
 from ..providers.base import AsyncAttempt
 from ..result import StreamResult
-from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
 from .aio_deliver import AsyncDelivery
 from .aio_thread import open_in_thread, run_in_thread
 from .aio_watchdog import LoopWatchdog
-from .common import CallbackError, Callbacks, activity_label, is_async_client, settle_content
-from .core import Decided, DriverCore, finished_events, translate_object
+from .callbacks import CallbackError, Callbacks, settle
+from .clients import is_async_client
+from .core import Decided, DriverCore, finished_events
+from .pump import NOTICES, Pump
 
 if TYPE_CHECKING:
     from ..session import RequestPlan, Session
@@ -82,7 +83,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
 
     @cached_property
     def delivery(self) -> AsyncDelivery:
-        return AsyncDelivery(self.cb, self._interrupt_noticed)
+        return AsyncDelivery(self.cb)
 
     async def run(self) -> StreamResult:
         self.watchdog.start()
@@ -100,66 +101,52 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
                         await source.arelease()
             finally:
                 self.machine.forget_error()  # the error raised holds this request, not the reverse
-                # The delivery holds a method of this driver: dropped, no cycle is left behind.
-                self.__dict__.pop("delivery", None)
 
     async def _loop(self) -> StreamResult:
-        steps = self._steps()
-        decided: Decided | None = None
-        action: Any = None
+        steps = self.actions()
         try:
-            while True:
-                try:
-                    action = steps.send(decided)
-                except StopIteration as finished:
-                    result: StreamResult = finished.value
-                    return result
-                decided = await self._perform(action)
+            action = steps.send(None)
+            while action is not None:
+                action = steps.send(await self._performer(action)(action))
         finally:
             steps.close()  # as in the sync driver: no reference cycle through a raised error
-            del steps, decided, action
+        return self._result(steps)
 
-    async def _perform(self, action: Any) -> Decided:
-        kind = type(action)
-        if kind is act.OpenAttempt:
-            return await self._run_attempt(action)
-        if kind is act.CloseAttempt:
-            await self._close_attempt()
-            return ()
-        if kind is act.RunFallback:
-            return await self._run_fallback(action.response)
-        if kind is act.Raise:
-            error = action.error
-            try:
-                raise error
-            finally:
-                del error, action  # this frame, in the error's traceback, must not hold the error
-        if kind is act.LoadRoute:
-            return await self._load_route(action.index)
-        if kind is act.Status:
-            await self.delivery.status(action.message)
-            return ()
-        if kind is act.Wait:
-            return await self._wait(action.seconds)
-        if kind is act.Remember:
-            await self.health.aremember(action)
-            return ()
-        return await self._deliver(action)
+    # -- the actions that need I/O (`core._PERFORMERS`) ----------------------------------------------
+    async def _close(self, action: act.CloseAttempt) -> Decided:
+        await self._close_attempt()
+        return ()
 
-    async def _load_route(self, index: int) -> Decided:
+    async def _status(self, action: act.Status) -> Decided:
+        await self.delivery.status(action.message)
+        return ()
+
+    async def _remember(self, action: act.Remember) -> Decided:
+        await self.health.aremember(action)
+        return ()
+
+    async def _deliver(self, output: Any) -> Decided:
+        try:
+            await self._hand(output)
+        except CallbackError as exc:
+            return self._callback_failed(exc)
+        return ()
+
+    async def _load_route(self, action: act.LoadRoute) -> Decided:
         """RT-2: go on on route `index`, from its endpoint's health."""
         assert self.load_route is not None
         await self.health.afinish(self.machine.ctx.error)  # the route left settles its own probe (BO-7)
-        self._use_route(index)
-        loaded = await self.load_route(index)
+        self._use_route(action.index)
+        loaded = await self.load_route(action.index)
         return self._feed_control(loaded)
-    async def _wait(self, seconds: float) -> Decided:
+
+    async def _wait(self, action: act.Wait) -> Decided:
         """BO-4: a loop timer, inside a window only an interrupt can cut (no stall timer: the wait
         is not silence of the provider). The caller's cancellation propagates."""
         watchdog = self.watchdog
         watchdog.arm(stale=False)
         try:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(action.seconds)
         except asyncio.CancelledError:
             if not watchdog.claim():
                 raise
@@ -216,11 +203,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return interrupted
         if attempt.finished is not None:
             return self._feed(FinishedResponse(attempt.finished))
-        if attempt.objects is not None:
-            return await self._pump_objects(attempt.objects)
-        assert attempt.chunks is not None
-        pipeline = self._pipeline(self.delivery.pipeline_activity, attempt.json_body)
-        return await self._pump_bytes(attempt.chunks, pipeline)
+        return await self._pump(attempt)
 
     async def _open(self, client: Any, plan: act.OpenAttempt) -> AsyncAttempt:
         aopen = getattr(self.adapter, "aopen", None)
@@ -230,121 +213,42 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         opener = partial(self.adapter.open, client, self.params, plan, self.watchdog.stale_timeout)
         return await open_in_thread(lambda: self._limited(opener()))
 
-    async def _pump_bytes(
-        self, chunks: AsyncIterator[bytes], pipeline: WirePipeline | JsonBodyPipeline
-    ) -> Decided:
-        """Read to the end, delivering deltas as they come; stop early at the machine's first control
-        action, or when the watchdog has fired (`_read_to_end` then says what the stream became).
-        A read larger than `SLICE` is decoded and delivered a slice at a time (SEC-5)."""
-        machine = self.machine
-        watchdog = self.watchdog
-        delivery = self.delivery
-        deliver = delivery.outputs
-        text = delivery.cb.text
-        clock = time.monotonic
-        t0 = self._t0
-        watching = machine.watch_tool_args
-        async for read in chunks:
-            for chunk in (read,) if len(read) <= SLICE else slices(read):
-                # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-                watchdog.hold()
-                active = False
-                try:
-                    events = pipeline.feed(chunk)
-                    if delivery.has_notices:
-                        await delivery.settle_notices()
-                    active = pipeline.active  # provider activity: the deadline restarts at release
-                    t = clock() - t0
-                    for event in events:
-                        if watchdog.interrupted:  # SEC-8: over whatever the read still holds
-                            return self._interrupt_noticed() or ()
-                        if watching and machine.tool_args_due_before(event):
-                            await self._deliver_args()
-                        outputs = machine.feed(event, t)
-                        if outputs:
-                            if len(outputs) == 1 and type(outputs[0]) is TextDelta:
-                                # the common output, one text delta: no delivery coroutine for it
-                                pending = text(outputs[0].text)
-                                if pending is not None and inspect.isawaitable(pending):
-                                    await settle_content(pending)
-                                continue
-                            control = await deliver(outputs)
-                            if control:
-                                return control
-                    if watching:
-                        await self._deliver_args(t)  # once per read, per call that grew (ACC-11)
-                finally:
-                    watchdog.release(active)
-                if pipeline.done or watchdog.fired is not None:
-                    break
-            else:
-                continue
-            break
-        if watchdog.fired is not None:
-            return ()
-        t = self._now()
-        for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
-            if watchdog.interrupted:
-                return self._interrupt_noticed() or ()
-            if watching and machine.tool_args_due_before(event):
-                await self._deliver_args()
-            outputs = machine.feed(event, t)
-            if outputs:
-                control = await deliver(outputs)
-                if control:
-                    return control
-        return ()
+    async def _pump(self, attempt: AsyncAttempt) -> Decided:
+        """Read to the end, handing the pump's deliveries to the callbacks as they come (a
+        coroutine's result awaited before the next); stop at the machine's first control action,
+        or when the watchdog has fired (`pump.py`)."""
+        reads: AsyncIterator[Any]
+        step: Callable[[Any], Iterator[Any]]
+        if attempt.objects is not None:  # WIRE-5: chunks arrive as objects
+            pump = Pump(self, translator=self.adapter.translator())
+            reads, step = attempt.objects, pump.item
+        else:
+            assert attempt.chunks is not None
+            delivery = self.delivery
+            pipeline = self._pipeline(delivery.pipeline_activity, attempt.json_body)
+            pump = Pump(self, pipeline, notices=delivery.notices)
+            reads, step = attempt.chunks, pump.read
+        async for read in reads:
+            for out in step(read):
+                await self._hand(out)
+            if pump.stop:
+                break
+        for out in pump.end():
+            await self._hand(out)
+        return pump.control or ()
 
-    async def _pump_objects(self, objects: AsyncIterator[Any]) -> Decided:
-        """WIRE-5: chunks arrive as objects; each is read by attribute and translated alike."""
-        machine = self.machine
-        translator = self.adapter.translator()
-        count = 0
-        watchdog = self.watchdog
-        watching = machine.watch_tool_args
-        async for obj in objects:
-            count += 1
-            watchdog.touch()
-            t = self._now()
-            events = translate_object(translator, obj)
-            watchdog.hold()
-            try:
-                await self.delivery.activity(activity_label(obj))
-                for event in events:
-                    if watchdog.interrupted:
-                        return self._interrupt_noticed() or ()
-                    if watching and machine.tool_args_due_before(event):
-                        await self._deliver_args()
-                    control = await self.delivery.outputs(machine.feed(event, t))
-                    if control:
-                        return control
-                if watching:
-                    await self._deliver_args(t)
-            finally:
-                watchdog.release()
-            if watchdog.fired is not None:
-                return ()
-        if watchdog.fired is not None:
-            return ()
-        return await self.delivery.outputs(self._end_objects(translator, count))
-
-    # -- delivering to the caller ----------------------------------------------------------------------
-    async def _deliver_args(self, t: float | None = None) -> None:
-        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError); `t`,
-        the read's time, paces very big calls; None delivers every one that grew."""
-        if self.machine.acc.args_due and not self.watchdog.interrupted:  # SEC-8
-            await self.delivery.outputs(self.machine.take_tool_args(t))
-
-    async def _deliver(self, output: Any) -> Decided:
-        try:
-            await self.delivery.outputs((output,))
-        except CallbackError as exc:
-            return self._callback_failed(exc)
-        return ()
+    async def _hand(self, out: Any) -> None:
+        """One of the pump's deliveries to its callback, awaited when it is a coroutine's."""
+        if out is NOTICES:
+            await self.delivery.settle_notices()
+            return
+        pending = self.cb.deliver(out)
+        if pending is not None and inspect.isawaitable(pending):
+            await settle(out, pending)
 
     # -- the non-streaming fallback ----------------------------------------------------------------------
-    async def _run_fallback(self, response: Any) -> Decided:
-        watchdog = self.watchdog
+    async def _run_fallback(self, action: act.RunFallback) -> Decided:
+        watchdog, response = self.watchdog, action.response
         failure: BaseException | None = None
         events: Decided = ()
         # The plain request is bounded like an attempt (FSM-6): a silent provider is a stall, and
@@ -365,18 +269,13 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             watchdog.disarm()
         if failure is not None:
             return self._failure(failure, None)
-        interrupted = self._interrupt_noticed()
-        if interrupted is not None:
-            return interrupted
+        pump = Pump(self)
         try:
-            stop = await self.delivery.outputs(self._feed(FallbackFinished(events, response)))
-            if not stop:
-                await self._deliver_args()  # the whole answer's calls: their final values, once
+            for out in pump.answer(events, response):
+                await self._hand(out)
         except CallbackError as exc:
             return self._callback_failed(exc)
-        if stop:  # an interrupt set by a callback meanwhile (SEC-8)
-            return stop
-        return self._feed_control(FallbackDelivered())
+        return pump.control or ()
 
     async def _request_plain(self, client: Any) -> Any:
         arequest_plain = getattr(self.adapter, "arequest_plain", None)

@@ -16,13 +16,15 @@ import asyncio
 import contextlib
 import threading
 
+from .activity_clock import ActivityClock
+
 __all__ = ["LoopWatchdog"]
 
 _USER_EVENT_POLL = 0.05
 _HELD_RECHECK = 0.05
 
 
-class LoopWatchdog:
+class LoopWatchdog(ActivityClock):
     """One async request's stall timer and interrupt switch; `interrupt()` is thread-safe."""
 
     def __init__(self, stale_timeout: float, interrupt_event: threading.Event | None = None) -> None:
@@ -82,28 +84,6 @@ class LoopWatchdog:
             self._timer = self._loop.call_at(self._last_activity + self.stale_timeout, self._check_stale)
         if self.interrupted:
             self._fire("interrupt")
-
-    def touch(self) -> None:
-        """Provider activity: the deadline moves; the timer notices when it wakes. One float store."""
-        self._last_activity = self._clock()
-
-    def hold(self) -> float:
-        """The caller's callbacks run now: their time is not provider silence (WD-1). Returns the
-        time the hold began."""
-        self._held_since = now = self._clock()
-        return now
-
-    def release(self, active: bool = False) -> None:
-        """The hold ends. `active`: provider activity came during it (a `touch()` then, folded in:
-        the deadline restarts now, as a touch during the hold and then `release()` would set it)."""
-        held_since = self._held_since
-        if held_since is not None:
-            if active:
-                self._last_activity = self._clock()
-            else:
-                # Activity seen during the hold is not counted twice.
-                self._last_activity += self._clock() - max(held_since, self._last_activity)
-            self._held_since = None
 
     def claim(self) -> bool:
         """Whether the CancelledError the driver caught in the window is ours alone.

@@ -1,41 +1,53 @@
 """What the sync and async drivers share: one request's state and every rule about feeding the machine.
 
-`DriverCore` walks the machine's actions in order (`_steps`) and yields only those needing I/O —
-open an attempt, close it, deliver to the caller, run the fallback, report a status, wait before the
-next attempt (BO-2), write the endpoint's health (HL-1), switch to another route (RT-2) — for the
-driver to perform, blocking or awaiting; everything else is here, once: an interrupt noticed between
-actions wins over the next one, a content callback's error voids the rest of the old decision
-(CB-6), whatever ended an attempt becomes the one right event (`common.failure_event`), and a stream
-the watchdog aborted ends as what the watchdog fired for, not as what the reader saw. So each driver
-keeps only its I/O. Never performs I/O, never blocks, never decides policy (that is the machine's).
+`DriverCore` is the request's `ActionLoop` (`interpreter.py`: the order its actions are carried
+out in, which replay and what-if run too) with a watchdog, callbacks and a client: it hands each
+driver only the actions needing I/O — open an attempt, close it, deliver to the caller, run the
+fallback, report a status, wait before the next attempt (BO-2), write the endpoint's health
+(HL-1), switch to another route (RT-2) — and reads each attempt through one `Pump` (`pump.py`).
+Everything else is here, once: whatever ended an attempt becomes the one right event
+(`failures.failure_event`), a stream the watchdog aborted ends as what the watchdog fired for,
+not as what the reader saw, and the machine's error reaches the caller as the caller's SDK would
+raise it. So each driver keeps only its I/O. Never performs I/O, never blocks, never decides
+policy (that is the machine's).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import actions as act
 from ..endpoint import EndpointLink
 from ..errors import MachineError
-from ..events import AttemptClosed, AttemptFailed, Interrupt, Start, StreamEnd, TextDelta, WaitOver
-from ..providers.base import Attempt, ProviderAdapter, as_plain
+from ..events import AttemptFailed
+from ..providers.base import Attempt, ProviderAdapter
 from ..redact import scrub_error
 from ..request import RequestMachine
 from ..result import StreamResult
-from ..wire.pipeline import JsonBodyPipeline, Translator, WirePipeline
+from ..wire.pipeline import JsonBodyPipeline, WirePipeline
 from ..wire.shapes import guarded
-from .common import CallbackError, Callbacks, ClientSource, failure_event
+from .callbacks import CallbackError, Callbacks
+from .failures import failure_event
+from .interpreter import ActionLoop, Decided, Steps
+from .source import ClientSource
 
 if TYPE_CHECKING:
     from ..routes import PreparedRoute
 
-__all__ = ["Decided", "DriverCore", "WatchdogState"]
+__all__ = ["Decided", "DriverCore", "WatchdogState", "finished_events"]
 
-Decided = tuple[Any, ...]  # what the machine returned: actions, and wire events to deliver
-# Actions that wait on the world: an interrupt noticed before one of them wins over it (RES-11).
-_IO_BOUND = (act.OpenAttempt, act.RunFallback, act.Wait, act.LoadRoute)
+# The driver's method that performs each kind of action; anything else is a delivery (`_deliver`).
+_PERFORMERS = {
+    act.OpenAttempt: "_run_attempt",
+    act.CloseAttempt: "_close",
+    act.RunFallback: "_run_fallback",
+    act.LoadRoute: "_load_route",
+    act.Status: "_status",
+    act.Wait: "_wait",
+    act.Remember: "_remember",
+}
 
 
 class WatchdogState(Protocol):
@@ -47,11 +59,17 @@ class WatchdogState(Protocol):
     @property
     def interrupted(self) -> bool: ...
 
+    def touch(self) -> None: ...
+
+    def hold(self) -> float: ...
+
+    def release(self, active: bool = False) -> None: ...
+
 
 W = TypeVar("W", bound=WatchdogState)
 
 
-class DriverCore(Generic[W]):
+class DriverCore(ActionLoop, Generic[W]):
     """One request's state and the rules of feeding its machine; a driver subclasses it with its I/O."""
 
     def __init__(
@@ -100,65 +118,24 @@ class DriverCore(Generic[W]):
     def _feed(self, event: object) -> Decided:
         return self.machine.feed(event, time.monotonic() - self._t0)
 
+    @property
+    def _interrupted(self) -> bool:
+        return self.watchdog.interrupted
+
+    def _raised(self, error: BaseException) -> BaseException:
+        return self._caller_error(self.source.native(error))
+
     # -- the machine's actions, in order -------------------------------------------------------------
-    def _steps(self) -> Generator[Any, Decided | None, StreamResult]:
-        """Yield each action that needs I/O; the driver performs it and sends back what the machine
-        decided meanwhile (or nothing). Returns the result; raises what the machine raises.
+    def _performer(self, action: Any) -> Callable[[Any], Any]:
+        """The driver's method that performs `action` (it returns, or gives awaitable, a `Decided`)."""
+        method: Callable[[Any], Any] = getattr(self, _PERFORMERS.get(type(action), "_deliver"))
+        return method
 
-        The driver is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `Status`, `Wait` (it
-        answers with `waited()`), `Remember` (it writes the endpoint's health), `LoadRoute` (it
-        switches to a route and answers with its health), and the deltas to
-        deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the library's own text comes as a
-        `TextDelta`). A delivery's decision (a content callback raised) replaces what was left.
-        """
-        pending: list[Any] = list(self._feed(Start()))  # a few at a time: a list is smaller than a deque
-        while pending:
-            action = pending.pop(0)
-            kind = type(action)
-            if kind is act.Finish:
-                result: StreamResult = action.result
-                return result
-            if kind is act.Raise:
-                # Raised by the driver, outside this generator: a StopIteration from the caller's
-                # callback must reach the caller as itself (CB-6), not as PEP 479's RuntimeError.
-                yield act.Raise(self._caller_error(self.source.native(action.error)))
-                raise MachineError("the driver did not raise the machine's error")
-            if kind is act.Remember:
-                yield action  # a store may need I/O (RedisHealth); nothing is decided meanwhile
-                continue
-            io_bound = kind in _IO_BOUND
-            if kind is not act.CloseAttempt and self.watchdog.interrupted and not self.machine.finished:
-                # Noticed before an action: it wins, and the rest of the old decision is void (SEC-8).
-                pending.clear()
-                pending.extend(self._feed(Interrupt()))
-                continue
-            if kind is act.DeliverText:
-                action = TextDelta(action.text)
-            decided = yield action
-            if kind is act.CloseAttempt:
-                if action.then_feed_closed:
-                    pending.extend(self._feed_control(AttemptClosed()))
-            elif decided:
-                if not io_bound:  # the caller's callback raised (CB-6): the rest of the old decision is void
-                    pending.clear()
-                pending.extend(decided)
-        raise MachineError(f"the machine stopped in {self.machine.state.value} without finishing")
-
-    def _feed_control(self, event: object) -> Decided:
-        """Feed a control event — unless an interrupt was noticed meanwhile, which wins."""
-        if self.watchdog.interrupted and not self.machine.finished:
-            return self._feed(Interrupt())
-        return self._feed(event)
-
-    def _waited(self) -> Decided:
-        """The wait is over, or was cut short by an interrupt (which wins, RES-11)."""
-        return self._feed_control(WaitOver())
-
-    def _interrupt_noticed(self) -> Decided | None:
-        """The machine's decision on an interrupt noticed now, if there is one (it wins, SEC-8)."""
-        if self.watchdog.interrupted and not self.machine.finished:
-            return self._feed(Interrupt())
-        return None
+    def _result(self, steps: Steps) -> StreamResult:
+        if not steps.finished or steps.result is None:
+            raise MachineError(f"the machine stopped in {self.machine.state.value} without finishing")
+        result: StreamResult = steps.result
+        return result
 
     # -- how an attempt (or the fallback request) ends -----------------------------------------------
     def _caller_error(self, error: BaseException) -> BaseException:
@@ -176,6 +153,7 @@ class DriverCore(Generic[W]):
         if isinstance(exc, KeyboardInterrupt):
             self._keyboard = exc  # fed as an Interrupt; the caller gets it back (`_caller_error`)
         watchdog = self.watchdog
+        watchdog.release()  # a read the failure cut short ends its hold (the pump's, WD-1)
         fired = watchdog.fired
         event = failure_event(
             exc,
@@ -213,16 +191,6 @@ class DriverCore(Generic[W]):
         if attempt.limit is not None:
             attempt.limit(self.max_bytes)
         return attempt
-
-    def _end_objects(self, translator: Translator, count: int) -> Decided:
-        complete: bool = translator.done
-        return self._feed(StreamEnd(frames=count, complete=complete))
-
-
-def translate_object(translator: Translator, obj: Any) -> list[Any]:
-    """WIRE-5: one decoded chunk's events. Plain dicts (botocore's events) need no conversion; SDK
-    objects are read by attribute. A payload that trips the translator is a malformed chunk (SEC-4)."""
-    return guarded(translator.payload, obj if type(obj) is dict else as_plain(obj), "stream event")
 
 
 def finished_events(adapter: ProviderAdapter, response: Any) -> tuple[Any, ...]:

@@ -11,22 +11,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import actions as act
-from ..events import (
-    FallbackDelivered,
-    FallbackFinished,
-    FinishedResponse,
-    Interrupt,
-    ReasoningDelta,
-    TextDelta,
-)
+from ..events import FinishedResponse, Interrupt
 from ..providers.base import Attempt
 from ..result import StreamResult
-from ..wire.pipeline import SLICE, JsonBodyPipeline, WirePipeline, slices
-from .common import CallbackError, activity_label
-from .core import Decided, DriverCore, finished_events, translate_object
+from .callbacks import CallbackError
+from .core import Decided, DriverCore, finished_events
+from .pump import Pump
 from .watchdog import Watchdog, blocked_read_aborter
 
 __all__ = ["SyncDriver"]
@@ -52,64 +46,53 @@ class SyncDriver(DriverCore[Watchdog]):
                 self.machine.forget_error()  # the error raised holds this request, not the reverse
 
     def _loop(self) -> StreamResult:
-        steps = self._steps()
-        decided: Decided | None = None
-        action: Any = None
+        steps = self.actions()
         try:
-            while True:
-                try:
-                    action = steps.send(decided)
-                except StopIteration as finished:
-                    result: StreamResult = finished.value
-                    return result
-                decided = self._perform(action)
+            action = steps.send(None)
+            while action is not None:
+                action = steps.send(self._performer(action)(action))
         finally:
-            # An error raised through here keeps these frames in its traceback: left holding the
-            # suspended steps and the action (which hold the error), they would make a reference
-            # cycle of the whole request for the garbage collector.
+            # An error raised through here keeps this frame in its traceback: the suspended walk
+            # (which holds the error) is let go, or the whole request would be a reference cycle.
             steps.close()
-            del steps, decided, action
+        return self._result(steps)
 
-    def _perform(self, action: Any) -> Decided:
-        kind = type(action)
-        if kind is act.OpenAttempt:
-            return self._run_attempt(action)
-        if kind is act.CloseAttempt:
-            self._close_attempt()
-            return ()
-        if kind is act.RunFallback:
-            return self._run_fallback(action.response)
-        if kind is act.Raise:
-            error = action.error
-            try:
-                raise error
-            finally:
-                del error, action  # this frame, in the error's traceback, must not hold the error
-        if kind is act.LoadRoute:
-            return self._load_route(action.index)
-        if kind is act.Status:
-            self.cb.status(action.message)
-            return ()
-        if kind is act.Wait:
-            # BO-4: blocks on the request's interrupt switch (no polling); the watchdog is disarmed
-            # between attempts, so the wait is no stall.
-            try:
-                self.watchdog.wait(action.seconds)
-            except KeyboardInterrupt as exc:  # RES-11: Ctrl-C while waiting: the machine ends the request
-                self._keyboard = exc
-                return self._feed(Interrupt())
-            return self._waited()
-        if kind is act.Remember:
-            self.health.remember(action)
-            return ()
-        return self._deliver(action)
+    # -- the actions that need I/O (`core._PERFORMERS`) ----------------------------------------------
+    def _close(self, action: act.CloseAttempt) -> Decided:
+        self._close_attempt()
+        return ()
 
-    def _load_route(self, index: int) -> Decided:
+    def _status(self, action: act.Status) -> Decided:
+        self.cb.status(action.message)
+        return ()
+
+    def _wait(self, action: act.Wait) -> Decided:
+        # BO-4: blocks on the request's interrupt switch (no polling); the watchdog is disarmed
+        # between attempts, so the wait is no stall.
+        try:
+            self.watchdog.wait(action.seconds)
+        except KeyboardInterrupt as exc:  # RES-11: Ctrl-C while waiting: the machine ends the request
+            self._keyboard = exc
+            return self._feed(Interrupt())
+        return self._waited()
+
+    def _remember(self, action: act.Remember) -> Decided:
+        self.health.remember(action)
+        return ()
+
+    def _deliver(self, output: Any) -> Decided:
+        try:
+            self.cb.deliver(output)
+        except CallbackError as exc:
+            return self._callback_failed(exc)
+        return ()
+
+    def _load_route(self, action: act.LoadRoute) -> Decided:
         """RT-2: go on on route `index`, from its endpoint's health."""
         assert self.load_route is not None
         self.health.finish(self.machine.ctx.error)  # the route left settles its own probe (BO-7)
-        self._use_route(index)
-        return self._feed_control(self.load_route(index))
+        self._use_route(action.index)
+        return self._feed_control(self.load_route(action.index))
 
     # -- one attempt ---------------------------------------------------------------------------------
     def _run_attempt(self, plan: act.OpenAttempt) -> Decided:
@@ -135,157 +118,36 @@ class SyncDriver(DriverCore[Watchdog]):
             return self._feed(FinishedResponse(attempt.finished))
         watchdog.arm(attempt.abort)
         try:
-            if attempt.objects is not None:
-                out = self._pump_objects(attempt)
-            else:
-                out = self._pump_bytes(attempt, self._pipeline(self.cb.activity, attempt.json_body))
+            out = self._pump(attempt)
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, opened_at)
         watchdog.disarm()
         return self._read_to_end(out, opened_at)
 
-    def _pump_bytes(self, attempt: Attempt, pipeline: WirePipeline | JsonBodyPipeline) -> Decided:
-        """Read to the end, delivering deltas as they come; stop early at the machine's first control
-        action, or when the watchdog has fired (`_read_to_end` then says what the stream became).
-        A read larger than `SLICE` is decoded and delivered a slice at a time (SEC-5)."""
-        machine = self.machine
-        watchdog = self.watchdog
-        deliver = self._deliver_inline
-        feed_machine = machine.feed
-        feed = pipeline.feed
-        text = self.cb.text
-        t0 = self._t0
-        watching = machine.watch_tool_args
-        for read in attempt.iter_chunks():
-            for chunk in (read,) if len(read) <= SLICE else slices(read):
-                # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-                t = watchdog.hold() - t0  # the hold begins at the read's arrival: its events' time
-                active = False
-                try:
-                    events = feed(chunk)
-                    active = pipeline.active  # provider activity: the deadline restarts at release
-                    for event in events:
-                        if watchdog.interrupted:  # SEC-8: over whatever the read still holds
-                            return self._interrupt_noticed() or ()
-                        if watching and machine.tool_args_due_before(event):
-                            self._deliver_args()
-                        outputs = feed_machine(event, t)
-                        if outputs:
-                            if len(outputs) == 1 and type(outputs[0]) is TextDelta:
-                                text(outputs[0].text)  # the common output: one text delta
-                                continue
-                            control = deliver(outputs)
-                            if control:
-                                return control
-                    if watching:
-                        self._deliver_args(t)  # once per read, per call that grew (ACC-11)
-                finally:
-                    watchdog.release(active)
-                if pipeline.done or watchdog.fired is not None:
-                    break
-            else:
-                continue
-            break
-        if watchdog.fired is not None:
-            return ()
-        t = self._now()
-        for event in pipeline.end():  # what the decoder still held, then StreamEnd: one at a time
-            if watchdog.interrupted:
-                return self._interrupt_noticed() or ()
-            if watching and machine.tool_args_due_before(event):
-                self._deliver_args()
-            control = deliver(feed_machine(event, t))
-            if control:
-                return control
-        return ()
-
-    def _pump_objects(self, attempt: Attempt) -> Decided:
-        """WIRE-5: chunks arrive as objects; each is read by attribute and translated alike."""
-        machine = self.machine
-        translator = self.adapter.translator()
-        assert attempt.objects is not None
-        count = 0
-        watchdog = self.watchdog
-        watching = machine.watch_tool_args
-        for obj in attempt.objects:
-            count += 1
-            watchdog.touch()
-            t = self._now()
-            events = translate_object(translator, obj)
-            watchdog.hold()
-            try:
-                if self.cb.activity is not None:
-                    self.cb.activity(activity_label(obj))
-                for event in events:
-                    if watchdog.interrupted:
-                        return self._interrupt_noticed() or ()
-                    if watching and machine.tool_args_due_before(event):
-                        self._deliver_args()
-                    control = self._deliver_inline(machine.feed(event, t))
-                    if control:
-                        return control
-                if watching:
-                    self._deliver_args(t)
-            finally:
-                watchdog.release()
-            if watchdog.fired is not None:
-                return ()
-        if watchdog.fired is not None:
-            return ()
-        return self._deliver_inline(self._end_objects(translator, count))
-
-    def _deliver_args(self, t: float | None = None) -> None:
-        """ACC-11: each call whose arguments grew, its value so far (raises CallbackError); `t`,
-        the read's time, paces very big calls; None delivers every one that grew."""
-        if self.machine.acc.args_due and not self.watchdog.interrupted:
-            tool_args, watchdog = self.cb.tool_args, self.watchdog
-            for item in self.machine.take_tool_args(t):
-                if watchdog.interrupted:  # set meanwhile: no callback runs after it (SEC-8)
-                    return
-                tool_args(item.index, item.name, item.value)
-
-    # -- delivering to the caller ----------------------------------------------------------------------
-    def _deliver_inline(self, outputs: Decided) -> Decided:
-        """Deliver deltas now; return the control actions (which end the pump) if any."""
-        if len(outputs) == 1:  # the common case: one delta, delivered, nothing to control
-            out = outputs[0]
-            kind = type(out)
-            if kind is TextDelta:
-                self.cb.text(out.text)
-                return ()
-            if kind is ReasoningDelta:
-                self.cb.reasoning(out.text)
-                return ()
-        control: list[Any] = []
-        cb = self.cb
-        delivered = False
-        for out in outputs:
-            kind = type(out)
-            if kind is TextDelta or kind is ReasoningDelta or kind is act.ToolNamed:
-                if delivered and self.watchdog.interrupted:  # set by the callback just run (SEC-8)
-                    return self._interrupt_noticed() or ()
-                delivered = True
-                if kind is TextDelta:
-                    cb.text(out.text)
-                elif kind is ReasoningDelta:
-                    cb.reasoning(out.text)
-                else:
-                    cb.tool_call(out.index, out.name)
-            else:
-                control.append(out)
-        return tuple(control)
-
-    def _deliver(self, output: Any) -> Decided:
-        try:
-            self._deliver_inline((output,))
-        except CallbackError as exc:
-            return self._callback_failed(exc)
-        return ()
+    def _pump(self, attempt: Attempt) -> Decided:
+        """Read to the end, handing the pump's deliveries to the callbacks as they come; stop at
+        the machine's first control action, or when the watchdog has fired (`pump.py`)."""
+        deliver = self.cb.deliver
+        step: Callable[[Any], Iterator[Any]]
+        if attempt.objects is not None:  # WIRE-5: chunks arrive as objects
+            pump = Pump(self, translator=self.adapter.translator())
+            reads, step = attempt.objects, pump.item
+        else:
+            pump = Pump(self, self._pipeline(self.cb.activity, attempt.json_body))
+            reads, step = attempt.iter_chunks(), pump.read
+        for read in reads:
+            for out in step(read):
+                deliver(out)
+            if pump.stop:
+                break
+        for out in pump.end():
+            deliver(out)
+        return pump.control or ()
 
     # -- the non-streaming fallback ----------------------------------------------------------------------
-    def _run_fallback(self, response: Any) -> Decided:
-        watchdog = self.watchdog
+    def _run_fallback(self, action: act.RunFallback) -> Decided:
+        watchdog, response = self.watchdog, action.response
         try:
             client = self.source.client_for_attempt() if response is None else None
         except BaseException as exc:
@@ -301,18 +163,13 @@ class SyncDriver(DriverCore[Watchdog]):
             watchdog.disarm()
             return self._failure(exc, None)
         watchdog.disarm()
-        interrupted = self._interrupt_noticed()
-        if interrupted is not None:
-            return interrupted
+        pump = Pump(self)
         try:
-            stop = self._deliver_inline(self._feed(FallbackFinished(events, response)))
-            if not stop:
-                self._deliver_args()  # the whole answer's calls: their final values, once
+            for out in pump.answer(events, response):
+                self.cb.deliver(out)
         except CallbackError as exc:
             return self._callback_failed(exc)
-        if stop:  # an interrupt set by a callback meanwhile (SEC-8)
-            return stop
-        return self._feed_control(FallbackDelivered())
+        return pump.control or ()
 
     def _close_attempt(self) -> None:
         attempt, self.attempt = self.attempt, None

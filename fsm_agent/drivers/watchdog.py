@@ -18,8 +18,14 @@ another request's: each wake-up is a heap entry, and a stopped request's entry i
 
 Before the response headers arrive there is no stream handle yet, and the SDKs offer no way to
 reach the connection of one request among the shared client's pool; `abort_blocked_read` finds
-the socket the reading thread is blocked on in that thread's frames below the driver's own, so a
-provider that never answers can still be interrupted at once (RES-11).
+the socket the reading thread is blocked on in that thread's frames below the driver's own
+(`sys._current_frames()`, CPython's documented but implementation-specific debugging hook), in
+the frames of the HTTP stack's own modules only, told by their module name (`f_globals`), so a
+provider that never answers can still be interrupted at once (RES-11). The fallback, where that
+hook is missing or finds no socket (another interpreter, an HTTP library not listed): nothing is
+aborted, and the blocked read ends at the SDK's own read timeout, which every adapter caps at the
+stale timeout — a silent provider is still a stall, on time, and an interrupt is honoured when
+that read ends, within one stale timeout (tests/test_watchdog_fallback.py forces it).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
+
+from .activity_clock import ActivityClock
 
 log = logging.getLogger("fsm_agent")
 
@@ -55,14 +63,20 @@ def _socket_in(value: object) -> socket.socket | None:
     return held if isinstance(held, socket.socket) else None
 
 
-# Where the socket a request blocks on lives: the HTTP libraries under the SDKs, and the stdlib.
-_TRANSPORT_PARTS = ("/httpcore", "/httpx", "/h11/", "/urllib3/", "/botocore/", "/anyio/")
-_TRANSPORT_FILES = ("/socket.py", "/ssl.py", "/http/client.py", "/selectors.py")
+# Where the socket a request blocks on lives, by the top-level name of a frame's module: the HTTP
+# libraries under the SDKs (and their renamed forks: httpx2, httpcore2), and the stdlib's.
+_TRANSPORT_LIBRARIES = ("httpcore", "httpx", "h11", "urllib3", "botocore", "anyio")
+_TRANSPORT_STDLIB = frozenset({"socket", "ssl", "http", "selectors"})
+# The seam of the fallback: None where the interpreter has no such hook (a test sets it so).
+_current_frames: Callable[[], dict[int, FrameType]] | None = getattr(sys, "_current_frames", None)
 
 
-def _is_transport_code(filename: str) -> bool:
-    name = filename.replace("\\", "/")
-    return name.endswith(_TRANSPORT_FILES) or any(part in name for part in _TRANSPORT_PARTS)
+def _is_transport_code(frame: FrameType) -> bool:
+    module = frame.f_globals.get("__name__")
+    if not isinstance(module, str):
+        return False
+    top = module.partition(".")[0]
+    return top in _TRANSPORT_STDLIB or top.startswith(_TRANSPORT_LIBRARIES)
 
 
 def blocked_read_aborter() -> Callable[[], None]:
@@ -83,7 +97,10 @@ def abort_blocked_read(thread_id: int, boundary: FrameType) -> None:
     streams keep it) is the connection the thread waits on; shutting it down wakes the blocked call
     with an error. Does nothing when the thread has left `boundary` or holds no socket.
     """
-    frame = sys._current_frames().get(thread_id)
+    current_frames = _current_frames
+    if current_frames is None:
+        return  # the fallback: the SDK's read timeout (capped at the stale timeout) ends the read
+    frame = current_frames().get(thread_id)
     inner: list[FrameType] = []
     while frame is not boundary:
         if frame is None or len(inner) >= _MAX_FRAMES:
@@ -91,7 +108,7 @@ def abort_blocked_read(thread_id: int, boundary: FrameType) -> None:
         inner.append(frame)
         frame = frame.f_back
     for frame in inner:
-        if not _is_transport_code(frame.f_code.co_filename):
+        if not _is_transport_code(frame):
             continue  # only the HTTP stack's own frames: never a socket of the application's
         for value in list(frame.f_locals.values()):
             sock = _socket_in(value)
@@ -228,7 +245,7 @@ def shared_timer() -> WatchdogTimer:
     return _TIMER
 
 
-class Watchdog:
+class Watchdog(ActivityClock):
     """One sync request's watchdog: its deadline, its abort, and what fired (looked at by the timer)."""
 
     def __init__(
@@ -267,29 +284,6 @@ class Watchdog:
                 self.fired = None
             wait = self._next_wakeup()
         self._timer.schedule(self, None if wait is None else now + wait)
-
-    def touch(self) -> None:
-        """Provider activity: push the deadline back. Lock-free: one float store."""
-        self._last_activity = self._clock()
-
-    def hold(self) -> float:
-        """The caller's callbacks run now: their time is not provider silence (WD-1). Returns the
-        time the hold began."""
-        self._held_since = now = self._clock()
-        return now
-
-    def release(self, active: bool = False) -> None:
-        """The hold ends. `active`: provider activity came during it (a `touch()` then, folded in:
-        the deadline restarts now, as a touch during the hold and then `release()` would set it)."""
-        held_since = self._held_since
-        if held_since is not None:
-            # Move the deadline first, then end the hold: the timer never sees a hold ended with
-            # the deadline not yet moved. Activity seen during the hold is not counted twice.
-            if active:
-                self._last_activity = self._clock()
-            else:
-                self._last_activity += self._clock() - max(held_since, self._last_activity)
-            self._held_since = None
 
     def disarm(self) -> None:
         """No blocking read any more. Waits for an abort in progress (the reader closes next)."""

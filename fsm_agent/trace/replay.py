@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import actions as act
 from ..backoff import wait_before
+from ..drivers.interpreter import ActionLoop, Decided
 from ..errors import ErrorKind, MachineError, TraceFormatError
 from ..events import (
     AttemptClosed,
@@ -320,30 +320,44 @@ def _refire(
 
 def _follow(machine: RequestMachine, outputs: Any, t: float, notes: list[str]) -> Any:
     """After a divergence without wire events: go on only as far as control events reach."""
-    pending = deque(outputs)
-    while pending:
-        item = pending.popleft()
-        kind = type(item)
-        if kind is act.CloseAttempt and item.then_feed_closed:
-            pending.extend(machine.feed(AttemptClosed(), t))
-        elif kind is act.Wait:  # BO-5: virtual time, never a sleep
-            t += item.seconds
-            pending.extend(machine.feed(WaitOver(), t))
-        elif kind is act.Finish:
-            return item.result
-        elif kind is act.Raise:
-            return item.error
-        elif kind is act.OpenAttempt:
-            notes.append(
-                f"would open attempt {item.attempt}; without a wire recording the trace cannot show it"
-            )
-            return None
-        elif kind is act.RunFallback:
-            notes.append(
-                "would fall back to a plain request; without a wire recording the trace cannot show it"
-            )
-            return None
-    return None
+    return _Follow(machine, t).run(tuple(outputs), notes)
+
+
+class _Follow(ActionLoop):
+    """The drivers' order of carrying out actions (`ActionLoop`), on a virtual clock, as far as
+    no provider is needed: a wait passes in virtual time (BO-5), never a sleep."""
+
+    def __init__(self, machine: RequestMachine, t: float) -> None:
+        self.machine = machine
+        self.t = t
+
+    def _feed(self, event: object) -> Decided:
+        return self.machine.feed(event, self.t)
+
+    def run(self, outputs: Decided, notes: list[str]) -> Any:
+        steps = self.actions(first=outputs, raises=False)
+        try:
+            action = steps.send(None)
+            while action is not None:
+                kind = type(action)
+                if kind is act.Raise:
+                    return action.error
+                if kind is act.OpenAttempt or kind is act.RunFallback:
+                    would = (
+                        f"open attempt {action.attempt}"
+                        if kind is act.OpenAttempt
+                        else "fall back to a plain request"
+                    )
+                    notes.append(f"would {would}; without a wire recording the trace cannot show it")
+                    return None
+                decided: Decided = ()
+                if kind is act.Wait:
+                    self.t += action.seconds
+                    decided = self._waited()
+                action = steps.send(decided)
+            return steps.result
+        finally:
+            steps.close()
 
 
 def _take(inputs: dict[str, Any], name: str, kinds: tuple[type, ...], default: Any, line: int) -> Any:

@@ -8,16 +8,18 @@ fallback from the recorded fallback answer,
 and fires the watchdog where a shorter (or longer) `stale_timeout` would have: after that many
 seconds without provider activity. Interrupts are external, so they arrive at their recorded time.
 When the run needs something the recording does not hold (a 4th attempt, a fallback never made),
-the outcome is "unknown" and says so. Pure: no I/O, no clock, no SDK.
+the outcome is "unknown" and says so. The order the machine's actions are carried out in is the
+drivers' own (`drivers/interpreter.py`, `ActionLoop`), on the simulation's virtual clock. Pure: no
+I/O, no clock, no SDK.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import actions as act
+from ..drivers.interpreter import ActionLoop, Decided
 from ..errors import MachineError
 from ..events import (
     AttemptClosed,
@@ -113,7 +115,7 @@ def segment(events: list[RecordedEvent]) -> Segments:
     return seg
 
 
-class Simulation:
+class Simulation(ActionLoop):
     """One what-if run of a recorded request."""
 
     def __init__(
@@ -136,7 +138,11 @@ class Simulation:
             self.notes.append(f"{self.seg.ignored} callback failure(s) between attempts were not replayed")
 
     # -- feeding ------------------------------------------------------------------------------------
-    def _feed(self, event: object, t: float) -> list[Any]:
+    def _feed(self, event: object) -> Decided:
+        """`ActionLoop`'s feed: at the simulated time now."""
+        return tuple(self._feed_at(event, self.now))
+
+    def _feed_at(self, event: object, t: float) -> list[Any]:
         machine = self.machine
         if self.interrupt_t is not None and t > self.interrupt_t and not machine.finished:
             event, t = Interrupt(), self.interrupt_t
@@ -155,7 +161,7 @@ class Simulation:
 
     def _give_up(self, why: str) -> list[Any]:
         if self.interrupt_t is not None:  # the caller interrupted the request at this point
-            return self._feed(Interrupt(), max(self.now, self.interrupt_t))
+            return self._feed_at(Interrupt(), max(self.now, self.interrupt_t))
         self.unknown = why
         return []
 
@@ -172,35 +178,38 @@ class Simulation:
         return Outcome("unknown", state, attempts, self.unknown or f"the replay stopped in state {state}")
 
     def _loop(self) -> None:
-        pending: deque[Any] = deque(self._feed(Start(), self.seg.start_t))
-        while pending and self.unknown is None:
-            action = pending.popleft()
-            kind = type(action)
-            if kind is act.OpenAttempt:
-                pending.extend(self._play_attempt(action.attempt))
-            elif kind is act.CloseAttempt:
-                if action.then_feed_closed:
-                    pending.extend(self._feed(AttemptClosed(), self.now))
-            elif kind is act.Wait:  # BO-5: the wait passes in virtual time
-                pending.extend(self._feed(WaitOver(), self.now + action.seconds))
-            elif kind is act.DeliverText:
-                self.delivered += len(action.text)
-            elif kind is act.RunFallback:
-                pending.extend(self._play_fallback())
-            elif kind is act.LoadRoute:
-                pending.extend(self._play_route(action.index))
-            elif kind is act.Finish:
-                self.final = action.result
-                return
-            elif kind is act.Raise:
-                self.final = action.error
-                return
+        steps = self.actions(raises=False)
+        try:
+            action = steps.send(None)
+            while action is not None and self.unknown is None and self.final is None:
+                action = steps.send(tuple(self._perform(action)))
+            if steps.finished and steps.result is not None:
+                self.final = steps.result
+        finally:
+            steps.close()
+
+    def _perform(self, action: Any) -> list[Any] | Decided:
+        kind = type(action)
+        if kind is act.OpenAttempt:
+            return self._play_attempt(action.attempt)
+        if kind is act.Wait:  # BO-5: the wait passes in virtual time
+            self.now += action.seconds
+            return self._waited()
+        if kind is act.RunFallback:
+            return self._play_fallback()
+        if kind is act.LoadRoute:
+            return self._play_route(action.index)
+        if kind is TextDelta:  # the library's own text (a marker, a stub's notice)
+            self.delivered += len(action.text)
+        elif kind is act.Raise:
+            self.final = action.error
+        return ()  # a close (its AttemptClosed is the loop's), a status, a health write: no world here
 
     def _play_route(self, index: int) -> list[Any]:
         recorded = self.seg.routes.get(index)
         if recorded is None:
             return self._give_up(f"would switch to route {index + 1}, which the recording never tried")
-        return self._feed(recorded.event, self.now)
+        return self._feed_at(recorded.event, self.now)
 
     def _play_attempt(self, number: int) -> list[Any]:
         recorded = self.seg.attempts.get(number)
@@ -228,8 +237,8 @@ class Simulation:
                         f"attempt {number}: the provider was silent for {t - last_activity:.3f} s when the "
                         f"recording's watchdog fired; assumed it stayed silent for {stale:g} s"
                     )
-                return self._feed(StaleTimeout(stale), fire_at)
-            control = self._feed(event, t)
+                return self._feed_at(StaleTimeout(stale), fire_at)
+            control = self._feed_at(event, t)
             if kind in _ACTIVITY:
                 last_activity = t
             if control:
@@ -237,7 +246,7 @@ class Simulation:
         interrupt_t = self.interrupt_t
         if stale is not None and interrupt_t is not None and last_activity + stale < interrupt_t:
             # the provider was silent until the recorded interrupt: the watchdog fires first
-            return self._feed(StaleTimeout(stale), last_activity + stale)
+            return self._feed_at(StaleTimeout(stale), last_activity + stale)
         return self._give_up(f"the recording of attempt {number} ends before the attempt did")
 
     def _play_fallback(self) -> list[Any]:
@@ -248,7 +257,7 @@ class Simulation:
             )
         shift = self.now - self.seg.fallback_at
         for item in recorded:
-            control = self._feed(item.event, item.t + shift)
+            control = self._feed_at(item.event, item.t + shift)
             if control:
                 return control
         return self._give_up("the recording of the fallback request ends before it did")

@@ -1,0 +1,54 @@
+"""Whatever ended an attempt (or the fallback request), as the one event the machine is fed.
+
+One mapping for both drivers (`failure_event`): an interrupt wins, then a stall (the watchdog's, or
+an SDK read timeout capped at the stale timeout), then a caller's callback error, then the error
+itself with its retry hint (BO-2). Never feeds the machine itself.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..backoff import retry_hint
+from ..events import AttemptFailed, Interrupt, StaleTimeout
+from .callbacks import CallbackError
+
+__all__ = ["failure_event", "is_read_timeout"]
+
+
+def failure_event(
+    exc: BaseException,
+    *,
+    interrupted: bool,
+    stalled: bool,
+    stale_timeout: float,
+    open_for: float | None,
+) -> object:
+    """Whatever ended an attempt or the fallback request, as the event to feed (both drivers).
+
+    An interrupt wins over anything else; then a stall: the watchdog fired, or — for an attempt
+    open `open_for` seconds, whose SDK read timeout is capped at the stale timeout — that timeout
+    expired (the fallback request, `open_for=None`, keeps the SDK's own read timeout: a failure
+    like any other; FSM-6); then a caller's callback error (fatal, CB-6). SystemExit and the like
+    are re-raised.
+    """
+    if interrupted or isinstance(exc, KeyboardInterrupt):
+        return Interrupt()
+    if stalled or (open_for is not None and open_for >= stale_timeout * 0.95 and is_read_timeout(exc)):
+        return StaleTimeout(stale_timeout)
+    if isinstance(exc, CallbackError):
+        return AttemptFailed(exc.original, from_callback=True)
+    if not isinstance(exc, Exception):
+        raise exc  # SystemExit, GeneratorExit: not ours to handle
+    hint = retry_hint(exc, time.time())  # BO-2: read here, where the wall clock is
+    if hint is None:
+        return AttemptFailed(exc)
+    return AttemptFailed(exc, hint=hint[0], hint_source=hint[1])
+
+
+
+_TIMEOUT_NAMES = frozenset({"ReadTimeout", "APITimeoutError", "TimeoutException", "ReadTimeoutError"})
+
+
+def is_read_timeout(exc: BaseException) -> bool:
+    return any(cls.__name__ in _TIMEOUT_NAMES for cls in type(exc).__mro__)
