@@ -5,16 +5,19 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
 # The older SDK generation (openai 1.x and anthropic 0.x, both on httpx), in an environment of its
-# own: the provider and resilience tests run there too (`make test-old-sdks`, run by .ci/run). The
-# lowest `transitions` pyproject allows is installed there, so the engine is tested at both ends.
+# own: the provider and resilience tests run there too (`make test-old-sdks`, run by .ci/run), and the
+# provider x driver matrix (tests/matrix/test_shared_behaviours.py) the shared behaviours of those
+# files moved to. The lowest `transitions` pyproject allows is installed there, so the engine is
+# tested at both ends.
 OLD_VENV := .venv-old-sdks
 OLD_PY := $(OLD_VENV)/bin/python
 OLD_STAMP := $(OLD_VENV)/.installed-stamp
 OLD_SDKS := 'openai>=1.40,<2' 'anthropic>=0.40,<1' 'transitions==0.9.0'
-OLD_SDK_TESTS = $(sort $(wildcard tests/test_chat_*.py tests/test_anthropic_*.py tests/test_responses*.py \
-	tests/test_async_*.py tests/test_bedrock*.py tests/test_cross_provider.py \
-	tests/test_*resilience*.py tests/test_backoff*.py tests/test_rate_limits.py tests/test_sdk_internals.py tests/test_user_surface.py \
-	tests/test_pytest_plugin.py tests/test_examples.py tests/test_table_complete.py))
+# The files by name, in whichever layer directory of tests/ they sit (tests/*/), or at the top.
+OLD_SDK_TEST_NAMES := test_chat_*.py test_anthropic_*.py test_responses*.py test_async_*.py test_bedrock*.py \
+	test_cross_provider.py test_shared_behaviours.py test_*resilience*.py test_backoff*.py test_rate_limits.py \
+	test_sdk_internals.py test_user_surface.py test_pytest_plugin.py test_examples.py test_table_complete.py
+OLD_SDK_TESTS = $(sort $(wildcard $(addprefix tests/,$(OLD_SDK_TEST_NAMES)) $(addprefix tests/*/,$(OLD_SDK_TEST_NAMES))))
 
 .PHONY: demo test test-fast test-old-sdks docs lint diagrams bench clean
 

@@ -20,7 +20,7 @@ from helpers import INSTANT
 
 import fsm_agent
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 K = TypeVar("K")
 Done = subprocess.CompletedProcess[str]
 

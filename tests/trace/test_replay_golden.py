@@ -23,7 +23,7 @@ from fsm_agent.trace.reader import read_trace
 from fsm_agent.trace.replay import new_machine, recorded_settings
 from fsm_agent.trace.whatif import Simulation
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 NAMES = sorted(path.stem for path in GOLDEN.glob("*.jsonl"))
 
 # What each golden's request(s) did, as the replay tells it.

@@ -18,7 +18,7 @@ from fsm_agent.testing import Emulator, Scenario, ScriptedToolCall
 from fsm_agent.trace.records import TransitionRecord
 from fsm_agent.trace.report import ReplayReport, RequestReplay, Step
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 300
 PARAMS = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

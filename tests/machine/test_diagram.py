@@ -15,7 +15,7 @@ from fsm_agent import diagram
 from fsm_agent.machine import TABLE, TERMINAL, State
 from fsm_agent.trace.reader import read_trace
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "diagrams"
 GOLDEN = ROOT / "tests" / "golden"
 EDGE = re.compile(r"^\s+(\[\*\]|\w+) --> (\[\*\]|\w+)(?: : (.*))?$")

@@ -25,7 +25,7 @@ from fsm_agent.testing import Emulator, Scenario, StreamError
 from fsm_agent.testing.eventstream import event_message
 from fsm_agent.trace.sinks import MemorySink
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- Bedrock: NaN / Infinity in a tool's input --------------------------------------------------------

@@ -22,7 +22,7 @@ from fsm_agent import Route
 from fsm_agent.health import EndpointKey
 from fsm_agent.testing import Emulator, HttpError, RejectStreamOptions, Scenario, Stall
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 MODEL = "gpt-4.1-mini"
 PARAMS: dict[str, Any] = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
 BREAKER = {"retries": 0, "stale_timeout": 0.3, "stale_giveup": 1, "breaker_cooldown": 60}

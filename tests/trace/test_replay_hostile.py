@@ -16,7 +16,7 @@ import pytest
 import fsm_agent
 from fsm_agent.cli.__main__ import main
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 BASE = GOLDEN / "tool-call-recovered.jsonl"
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\u202e\x9b1;1H\r"
 

@@ -39,7 +39,7 @@ from fsm_agent.trace.reader import DeltaRun, RequestTrace, read_trace
 from fsm_agent.trace.replay import recorded_settings, refeed
 from fsm_agent.trace.sinks import EventRecorder, MemorySink, write_request_header
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 NAMES = sorted(path.stem for path in GOLDEN.glob("*.jsonl"))
 
 

@@ -29,7 +29,7 @@ from fsm_agent.guards import RequestContext
 from fsm_agent.request import RequestMachine
 from fsm_agent.trace.sinks import EventRecorder, MemorySink, write_request_header
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def golden(name: str) -> Path:

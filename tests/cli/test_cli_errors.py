@@ -18,7 +18,7 @@ import pytest
 
 import fsm_agent
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
