@@ -26,7 +26,7 @@ import helpers
 import openai
 import pytest
 from google import genai
-from helpers import Collect, assert_emulator_and_threads_idle
+from helpers import AttemptSpy, Collect, assert_emulator_and_threads_idle
 from provider_clients import (
     anthropic_client,
     bedrock_client,
@@ -35,7 +35,7 @@ from provider_clients import (
     genai_async_busy,
     openai_client,
 )
-from test_async_support import AsyncCollect
+from test_async_support import AsyncAttemptSpy, AsyncCollect
 
 import fsm_agent
 from fsm_agent.providers import anthropic as anthropic_adapter
@@ -154,12 +154,19 @@ class Lane:
 
     def _spy(self, monkeypatch: pytest.MonkeyPatch) -> None:
         adapter = ADAPTERS[self.api]
+        # On Chat Completions, as its own tests always did, each attempt's byte stream is watched too:
+        # `lane.errors` holds every exception it raised (the very object the caller's error wraps).
+        spy: Any = (
+            (AsyncAttemptSpy() if self.driver == "async" else AttemptSpy()) if self.api == "chat" else None
+        )
+        self.errors: list[BaseException] = spy.errors if spy is not None else []
         attempts = self.attempts
         if self.driver == "async" and self.api != "bedrock":
             original_aopen = adapter.aopen
 
             async def aopen_and_record(self: Any, *args: Any, **kwargs: Any) -> Any:
-                attempts.append(await original_aopen(self, *args, **kwargs))
+                attempt = await original_aopen(self, *args, **kwargs)
+                attempts.append(spy.watch(attempt) if spy is not None else attempt)
                 return attempts[-1]
 
             monkeypatch.setattr(adapter, "aopen", aopen_and_record)
@@ -167,7 +174,8 @@ class Lane:
         original_open = adapter.open
 
         def open_and_record(self: Any, *args: Any, **kwargs: Any) -> Any:
-            attempts.append(original_open(self, *args, **kwargs))
+            attempt = original_open(self, *args, **kwargs)
+            attempts.append(spy.watch(attempt) if spy is not None else attempt)
             return attempts[-1]
 
         monkeypatch.setattr(adapter, "open", open_and_record)

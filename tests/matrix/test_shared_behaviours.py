@@ -3,10 +3,12 @@ lanes chat, responses, anthropic, bedrock and gemini x sync (`stream()`) and asy
 the real SDK clients on the emulator over loopback HTTP (the harness: tests/matrix/lanes.py).
 
 WD-1 (a silent stream is stalled, aborted and handled as a transient error; the open phase is
-bounded too), WD-3 (the stale streak and the breaker) and WD-4 (on time, without busy polling).
-A lane is left out of a test only where the behaviour cannot happen on that API, and the test says
-why. Stale timeouts are kept at 0.3-0.5 s; every test that opens streams proves each was closed
-exactly once and nothing was left running or open.
+bounded too), WD-3 (the stale streak and the breaker), WD-4 (on time, without busy polling), RES-1/2,
+RES-5 and RES-6 (retry decisions before and after visible output); and, on Chat Completions' own
+faults and error classes over both drivers, RES-7, RES-9 and RES-10. A lane is left out of a test
+only where the behaviour cannot happen on that API, and the test says why. Stale timeouts are kept
+at 0.3-0.5 s; every test that opens streams proves each was closed exactly once and nothing was
+left running or open.
 """
 
 from __future__ import annotations
@@ -14,12 +16,24 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import openai
 import pytest
-from helpers import DONE, INSTANT, PROMPTLY, chunk, sse
+from helpers import DONE, INSTANT, PROMPTLY, Collect, chunk, sse
 from lanes import APIS, Lane, lane, lane_params
 
 import fsm_agent
-from fsm_agent.testing import NonStreamingBody, Scenario, Stall, ToolCall
+from fsm_agent.testing import (
+    DropAfter,
+    DropMidFrame,
+    HttpError,
+    KeepaliveOnly,
+    MalformedFrame,
+    NonStreamingBody,
+    Scenario,
+    Stall,
+    StreamingUnsupported,
+    ToolCall,
+)
 
 __all__ = ["lane"]
 
@@ -254,4 +268,222 @@ def test_wd4_abort_within_quarter_second_of_the_deadline(lane: Lane) -> None:
     # deadline fired, not an earlier look nor a later one, whatever the machine's load.
     assert -0.01 <= late < PROMPTLY, f"stall noticed {late:+.3f} s after the deadline"
     assert cpu_used < 0.25, f"{cpu_used:.3f} s of CPU during a {stale} s wait: busy polling?"
+    lane.assert_clean()
+
+
+# -- RES-1 / RES-2: a transient error before anything visible is retried silently --------------------
+
+
+@lanes(coroutine_callbacks=True)
+def test_res1_res2_silent_retries_then_success(lane: Lane) -> None:
+    cut = Scenario.build("Hello there.", faults=[DropAfter(0, kind="text")])  # before any text
+    lane.emulator.script(cut, cut, Scenario.build("Hello there."))
+    got = lane.collect()
+    result = lane.stream(fsm_agent.Session(backoff=INSTANT), got)
+    assert (result.content, result.attempts, result.stub) == ("Hello there.", 3, False)
+    assert got.text == "Hello there."  # silent: no marker, nothing repeated
+    assert len(lane.emulator.requests) == 3
+    assert sum("retrying" in s for s in got.statuses) == 2
+    lane.assert_closed_once(3)
+    lane.assert_clean()
+
+
+# Not on Bedrock: botocore retries a 5xx itself, inside one attempt of ours, unless the caller's client
+# is told not to (that case: tests/adapters/test_bedrock.py, its HTTP-status tests).
+@lanes(tuple(api for api in APIS if api != "bedrock"))
+def test_res1_http_500_is_transient(lane: Lane) -> None:
+    lane.emulator.script(Scenario.build("x", faults=[HttpError(500)]), Scenario.build("Recovered."))
+    result = lane.stream(fsm_agent.Session(backoff=INSTANT), lane.collect())
+    assert (result.content, result.attempts) == ("Recovered.", 2)
+    lane.assert_clean()
+
+
+# -- RES-5: the budget spent mid tool call: a stub with the warning -----------------------------------
+
+SAVE = ToolCall("write_file", '{"path": "notes/a.txt", "text": "héllo 😀"}', arg_fragment=6)
+
+
+@lanes(STREAMED_TOOL_ARGS, coroutine_callbacks=True)
+def test_res5_exhausted_mid_tool_call_stub_with_warning(lane: Lane) -> None:
+    cut = Scenario.build("Saving now.", tool_calls=[SAVE], faults=[DropMidFrame(1, kind="tool_args")])
+    lane.emulator.script(cut)
+    got = lane.collect()
+    result = lane.stream(fsm_agent.Session(backoff=INSTANT), got)
+    assert len(lane.emulator.requests) == 3
+    assert sum("reconnecting" in t for t in got.texts) == 2
+    warning = got.texts[-1]  # sent live, last
+    assert "Stream stalled mid tool-call" in warning and "write_file" in warning
+    assert "not executed" in warning
+    assert result.content == "Saving now." + warning
+    assert result.stub is True and result.finish_reason == "length"
+    assert result.tool_calls == []
+    assert result.dropped_tool_names == ["write_file"]
+    lane.assert_closed_once(3)
+    lane.assert_clean()
+
+
+@lanes(STREAMED_TOOL_ARGS)
+def test_res5_names_first_three_tools_then_more(lane: Lane) -> None:
+    tools = [ToolCall(f"tool_{i}", f'{{"i": {i}}}') for i in range(5)]
+    lane.emulator.script(
+        Scenario.build("Running.", tool_calls=tools, faults=[DropMidFrame(4, kind="tool_args")])
+    )
+    got = lane.collect()
+    result = lane.stream(fsm_agent.Session(backoff=INSTANT, retries=0), got)
+    assert result.dropped_tool_names == [f"tool_{i}" for i in range(5)]
+    assert "tool_0, tool_1, tool_2 +2 more" in got.texts[-1]
+    assert "tool_3" not in got.texts[-1]
+    lane.assert_clean()
+
+
+# -- RES-6: whitespace only is nothing visible ---------------------------------------------------------
+
+
+@lanes()
+def test_res6_whitespace_only_then_retried(lane: Lane) -> None:
+    blank = Scenario.build(" \n\t ", faults=[DropAfter(1, kind="text")])
+    lane.emulator.script(blank, Scenario.build("Real answer."))
+    got = lane.collect()
+    result = lane.stream(fsm_agent.Session(backoff=INSTANT), got)
+    assert (result.content, result.stub, result.attempts) == ("Real answer.", False, 2)
+    assert not any("reconnecting" in t for t in got.texts)
+    lane.assert_clean()
+
+
+@lanes(("chat",))  # the SDK's own error class, and the transport's error as its cause: OpenAI's
+def test_res6_whitespace_only_exhausted_raises_original(lane: Lane) -> None:
+    lane.emulator.script(Scenario.build(" \n\t ", faults=[DropAfter(1, kind="text")]))
+    got = lane.collect()
+    try:
+        lane.stream(fsm_agent.Session(backoff=INSTANT), got)
+    except openai.APIConnectionError as exc:  # the caller's `except` of the SDK's class works (section 1)
+        assert exc.__cause__ is lane.errors[-1]
+    else:  # pragma: no cover - the assertion below explains
+        pytest.fail("no exception: an empty or placeholder stub was returned")
+    assert len(lane.emulator.requests) == 3
+    assert "".join(got.texts).strip() == ""
+    lane.assert_closed_once(3)
+    lane.assert_clean()
+
+
+# -- RES-7: not transient, before delivery → raised at once --------------------------------------------
+
+
+@lanes(("chat",))  # the SDK's error classes: OpenAI's
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(401, openai.AuthenticationError), (400, openai.BadRequestError), (404, openai.NotFoundError)],
+)
+def test_res7_client_errors_raised_at_once(lane: Lane, status: int, error: type[Exception]) -> None:
+    lane.emulator.script(Scenario.build("x", faults=[HttpError(status)]), Scenario.build("never"))
+    got = lane.collect()
+    session = fsm_agent.Session(backoff=INSTANT)
+    with pytest.raises(error) as caught:
+        lane.stream(session, got)
+    assert caught.value.status_code == status  # type: ignore[attr-defined]
+    assert len(lane.emulator.requests) == 1
+    assert got.statuses == [] and got.texts == []
+    assert lane.attempts == []
+    assert (session.streaming_disabled, session.stream_options_unsupported, session.stale_streak) == (
+        False,
+        False,
+        0,
+    )
+    lane.assert_clean()
+
+
+# -- RES-9: streaming unavailable: the non-streaming request, or the error ----------------------------
+
+ANSWER = Scenario.build(
+    "Plain answer.",
+    reasoning="Thinking once.",
+    tool_calls=[ToolCall("a", '{"x": 1}', id="t1"), ToolCall("b", "{}", id="t2")],
+)
+UNAVAILABLE = {
+    "streaming-not-supported": (StreamingUnsupported(), 2),
+    "keepalives-only": (KeepaliveOnly(3), 2),
+    "json-answer": (NonStreamingBody(), 1),  # the finished body in hand is used, not requested again
+}
+
+
+@lanes(("chat",), coroutine_callbacks=True)  # Chat's faults and `stream_options`; the other APIs' own files
+@pytest.mark.parametrize("case", sorted(UNAVAILABLE))
+def test_res9_fallback(lane: Lane, case: str) -> None:
+    fault, requests = UNAVAILABLE[case]
+    lane.emulator.script(Scenario(steps=ANSWER.steps, faults=(fault,)))
+    session = fsm_agent.Session(backoff=INSTANT)
+    got = lane.collect()
+    result = lane.stream(session, got)
+    assert got.texts == ["Plain answer."]  # delivered once, whole
+    assert got.reasoning == ["Thinking once."]
+    assert got.tools == [(0, "a"), (1, "b")]
+    assert result.content == "Plain answer." and result.reasoning == "Thinking once."
+    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
+        ("t1", "a", '{"x": 1}'),
+        ("t2", "b", "{}"),
+    ]
+    assert result.streamed is False and result.stub is False
+    assert session.streaming_disabled is True
+    assert any("falling back" in s for s in got.statuses)
+    reqs = lane.emulator.requests
+    assert len(reqs) == requests
+    assert reqs[0].stream is True
+    if requests == 2:
+        assert reqs[1].stream is False and "stream_options" not in reqs[1].body
+    # later requests go straight to the non-streaming request
+    lane.emulator.script(Scenario.build("Second answer."))
+    again = Collect()
+    result = lane.stream(session, again)
+    assert (result.content, result.streamed) == ("Second answer.", False)
+    assert again.texts == ["Second answer."]
+    assert len(lane.emulator.requests) == requests + 1
+    assert lane.emulator.requests[-1].stream is False
+    lane.assert_clean()
+
+
+@lanes(("chat",))
+@pytest.mark.parametrize("case", sorted(UNAVAILABLE))
+def test_res9_raise(lane: Lane, case: str) -> None:
+    fault, _ = UNAVAILABLE[case]
+    lane.emulator.script(Scenario(steps=ANSWER.steps, faults=(fault,)))
+    session = fsm_agent.Session(backoff=INSTANT, unsupported="raise")
+    got = lane.collect()
+    expected: type[Exception] = (
+        openai.BadRequestError if case == "streaming-not-supported" else fsm_agent.StreamingUnsupportedError
+    )
+    with pytest.raises(expected) as caught:
+        lane.stream(session, got)
+    if case == "streaming-not-supported":
+        assert "not supported" in str(caught.value)
+    assert len(lane.emulator.requests) == 1
+    assert got.texts == []
+    assert session.streaming_disabled is True
+    lane.assert_closed_once()
+    lane.assert_clean()
+
+
+# -- RES-10: a frame that is not JSON ------------------------------------------------------------------
+
+
+@lanes(("chat",))  # the emulator's malformed SSE frame, as Chat sends it
+@pytest.mark.parametrize("position", [0, 3])  # before and after visible text
+def test_res10_non_json_frame(lane: Lane, position: int) -> None:
+    lane.emulator.script(
+        Scenario.build("Some words come first here.", faults=[MalformedFrame(position)]),
+        Scenario.build("never"),
+    )
+    session = fsm_agent.Session(backoff=INSTANT)
+    got = lane.collect()
+    with pytest.raises(fsm_agent.ProviderStreamError) as caught:
+        lane.stream(session, got)
+    assert caught.value.code == "provider_stream_non_json_data"
+    assert caught.value.raw_text == "{this is not json"
+    assert len(lane.emulator.requests) == 1
+    assert (session.streaming_disabled, session.stream_options_unsupported, session.stale_streak) == (
+        False,
+        False,
+        0,
+    )
+    assert got.statuses == []
+    lane.assert_closed_once(1)
     lane.assert_clean()
