@@ -39,3 +39,21 @@ def close_client(client: Any) -> None:
         for key in list(manager.pools.keys()):
             manager.pools[key].close()
     client.close()
+
+
+def genai_async_busy(client: Any) -> int:
+    """Connections of a genai AsyncClient's pools (one per event loop) still serving a request."""
+    outer = client._api_client._async_httpx_client
+    return sum(
+        1
+        for inner in list(outer._loop_clients.values())
+        for conn in inner._transport._pool.connections
+        if not conn.is_idle() and not conn.is_closed()
+    )
+
+
+def boto_busy(client: Any) -> int:
+    """Connections of a boto3 client's urllib3 pools handed out and never given back."""
+    manager = client._endpoint.http_session._manager
+    keys = list(manager.pools.keys())  # the container refuses plain iteration
+    return sum(manager.pools[key].pool.maxsize - manager.pools[key].pool.qsize() for key in keys)

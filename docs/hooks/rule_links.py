@@ -3,7 +3,7 @@
 The behaviour page gives each rule an anchor (`<a id="res-4"></a>`); this hook turns the IDs cited
 in every page's HTML (the docstrings of the API reference included) into links to those anchors.
 IDs inside code blocks, inside links and in the page's headings' permalinks are left as they are,
-and an ID the behaviour page does not define is not linked (tests/test_docs.py fails on those).
+and an ID the behaviour page does not define is not linked (tests/surface/test_docs.py fails on those).
 A docstring's mention of a page by its path in the repository (`docs/behaviour.md`, as `help()`
 shows it) becomes a link to that page too.
 """

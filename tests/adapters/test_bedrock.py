@@ -405,16 +405,6 @@ def test_streak_breaker_and_reset(leaks: BedrockLeaks, attempts: list[Attempt]) 
     leaks.assert_clean()
 
 
-def test_stall_after_text_gives_stub(leaks: BedrockLeaks) -> None:
-    scenario = Scenario.build("One two three four five six.", faults=[Stall(2, seconds=10, kind="text")])
-    leaks.emulator.script(scenario, Scenario.build("never"))
-    got = Collect()
-    result = run(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
-    assert result.stub and result.content == got.text.strip() and result.finish_reason == "length"
-    assert len(leaks.emulator.requests) == 1
-    leaks.assert_clean()
-
-
 def test_on_activity_fires_on_every_event_and_cannot_abort(leaks: BedrockLeaks) -> None:
     leaks.emulator.script(FULL)
     seen: list[str] = []

@@ -267,11 +267,3 @@ def test_stall_not_retried_raises_and_counts(leaks: LeakCheck) -> None:
     leaks.assert_clean()
 
 
-def test_stall_after_text_gives_stub(leaks: LeakCheck) -> None:
-    scenario = Scenario.build("One two three four five six.", faults=[Stall(2, seconds=10, kind="text")])
-    leaks.emulator.script(scenario, Scenario.build("never"))
-    got = Collect()
-    result = run(leaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
-    assert result.stub and result.content == got.text.strip()
-    assert len(leaks.emulator.requests) == 1 and _stalled(result.records) == 1
-    leaks.assert_clean()

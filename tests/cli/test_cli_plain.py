@@ -295,7 +295,7 @@ def test_a_reader_that_leaves_ends_the_run_quietly(tmp_path: Path) -> None:
 def test_rate_limited_and_overloaded_demos_wait_and_complete(tmp_path: Path) -> None:
     """BO-2: `rate-limited` (HTTP 429, retry-after: 1) ends complete after waiting its hint;
     `overloaded` (529 twice, no hint) backs off twice. The replayed timeline shows each wait. (Both
-    scripts on all four APIs in-process: tests/test_rate_limits.py.)"""
+    scripts on all four APIs in-process: tests/session/test_rate_limits.py.)"""
     runs: dict[tuple[str, ...], list[str]] = {
         ("rate-limited", "--api", api): command("demo", "rate-limited", "--api", api, "--frame-delay", "0.01")
         for api in ("chat_completions", "bedrock_converse")

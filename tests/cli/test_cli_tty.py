@@ -1,7 +1,7 @@
 """The command line in a pseudo-terminal (CLI-1, CLI-3, RES-11): the real `python -m fsm_agent`
 entry point under pexpect, its output fed to a pyte terminal emulator, the screen read back.
 
-`FSM_AGENT_WRITE_DEMO_SCREEN=1 pytest tests/test_cli_tty.py -k default_demo` rewrites
+`FSM_AGENT_WRITE_DEMO_SCREEN=1 pytest tests/cli/test_cli_tty.py -k default_demo` rewrites
 docs/demo-screen.txt from the final screen of that real run.
 """
 
@@ -243,7 +243,7 @@ def test_a_terminal_that_cannot_show_the_glyphs_gets_ascii(
 
 def test_replay_on_a_terminal_fits_its_width(terminal: Callable[..., Terminal]) -> None:
     """A narrow terminal: every line of the timeline is cut to its width (`…` in the last column);
-    a pipe still gets whole lines (tests/test_replay_cli.py reads them)."""
+    a pipe still gets whole lines (tests/trace/test_replay_cli.py reads them)."""
     golden = ROOT / "tests" / "golden" / "tool-call-stub.jsonl"
     term = terminal("replay", str(golden), env={"COLUMNS": "60", "LINES": "60"})
     term.finish()

@@ -1,245 +1,28 @@
 """WD-1, WD-3, WD-4 for `astream()`: the event loop's timers find stalls (no thread, no polling), the
 session counts them, the breaker trips — the sync matrix of test_chat_watchdog.py, on the asyncio
-driver with the real `openai.AsyncOpenAI` client. Stale timeouts are kept at 0.3-0.5 s."""
+driver with the real `openai.AsyncOpenAI` client. Stale timeouts are kept at 0.3-0.5 s.
+
+The stall, breaker and deadline behaviours every provider shares run on every provider and driver
+in tests/matrix/test_shared_behaviours.py; here the event loop's watchdog itself."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
-from typing import Any
 
 import pytest
-from helpers import DONE, INSTANT, PROMPTLY, Collect, chunk, params, sse
-from test_async_support import AsyncAttemptSpy, AsyncCollect, AsyncLeakCheck, aleaks, aspy, astream
+from helpers import INSTANT, PROMPTLY, Collect, params
+from test_async_support import AsyncLeakCheck, aleaks, astream
 from virtual_time import run_on_virtual_time
 
 import fsm_agent
 from fsm_agent.drivers.aio_watchdog import LoopWatchdog
-from fsm_agent.testing import NonStreamingBody, Scenario, Stall, StreamingUnsupported, ToolCall
+from fsm_agent.testing import NonStreamingBody, Scenario, Stall, StreamingUnsupported
 
-__all__ = ["aleaks", "aspy"]
+__all__ = ["aleaks"]
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
-
-WRITE = ToolCall("write_file", '{"path": "a.txt", "text": "hello"}', arg_fragment=5)
-
-
-def stalled_to(result_or_records: Any) -> int:
-    records = getattr(result_or_records, "records", result_or_records)
-    return sum(1 for record in records if record.dest == "stalled")
-
-
-# -- WD-1 ------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("callbacks", ["plain", "coroutine"])
-def test_wd1_stall_before_text_is_retried(
-    aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy, callbacks: str
-) -> None:
-    aleaks.emulator.script(
-        Scenario.build("Hello.", faults=[Stall(1, seconds=10)]), Scenario.build("Hello again.")
-    )
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4)
-    got = Collect() if callbacks == "plain" else AsyncCollect()
-
-    async def main() -> None:
-        result = await astream(aleaks, session, got, activity=True)
-        assert (result.content, result.attempts, result.stub) == ("Hello again.", 2, False)
-        assert got.text == "Hello again." and stalled_to(result) == 1
-        assert any(s.startswith("stalled") for s in got.statuses)
-
-    aleaks.run(main)
-    assert session.stale_streak == 0
-    aspy.assert_each_closed_once(2)
-
-
-def test_wd1_stall_exhausted_raises_and_streak_grows(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy) -> None:
-    aleaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=1)
-
-    async def main() -> None:
-        with pytest.raises(fsm_agent.StreamStalledError) as caught:
-            await astream(aleaks, session, Collect())
-        assert isinstance(caught.value, TimeoutError)
-        assert not isinstance(caught.value, asyncio.CancelledError)
-
-    aleaks.run(main)
-    assert len(aleaks.emulator.requests) == 2 and session.stale_streak == 2
-    aspy.assert_each_closed_once(2)
-
-
-def test_wd1_stall_after_text_gives_stub(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy) -> None:
-    scenario = Scenario.build(
-        "One two three four five six seven.", faults=[Stall(2, seconds=10, kind="text")]
-    )
-    aleaks.emulator.script(scenario, Scenario.build("never"))
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
-    got = Collect()
-
-    async def main() -> None:
-        result = await astream(aleaks, session, got)
-        assert result.stub and result.content == got.text.strip() and result.finish_reason == "length"
-        assert result.attempts == 1 and stalled_to(result) == 1
-
-    aleaks.run(main)
-    assert len(aleaks.emulator.requests) == 1 and session.stale_streak == 0
-    aspy.assert_each_closed_once(1)
-
-
-def test_wd1_stall_mid_tool_call_retried_with_marker(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy) -> None:
-    stalled = Scenario.build("Writing.", tool_calls=[WRITE], faults=[Stall(2, seconds=10, kind="tool_args")])
-    aleaks.emulator.script(stalled, Scenario.build("Writing.", tool_calls=[WRITE]))
-    got = AsyncCollect()
-
-    async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got)
-        assert sum("reconnecting" in t for t in got.texts) == 1
-        assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
-        assert result.attempts == 2 and not result.stub
-
-    aleaks.run(main)
-    aspy.assert_each_closed_once(2)
-
-
-def test_wd1_stall_mid_tool_call_exhausted_stub_with_warning(aleaks: AsyncLeakCheck) -> None:
-    stalled = Scenario.build("Writing.", tool_calls=[WRITE], faults=[Stall(2, seconds=10, kind="tool_args")])
-    aleaks.emulator.script(stalled)
-    got = Collect()
-
-    async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=0), got)
-        assert result.stub and result.dropped_tool_names == ["write_file"]
-        assert "Stream stalled mid tool-call" in got.texts[-1] and result.content.endswith(got.texts[-1])
-
-    aleaks.run(main)
-
-
-PINGS = {
-    "comment": b": ping\n\n",
-    "bare-data": b"data:\n\n",
-    "event-ping": b"event: ping\n\n",
-    "event-ping-with-data": b'event: ping\ndata: {"type": "ping"}\n\n',
-}
-
-
-@pytest.mark.parametrize("kind", sorted(PINGS))
-def test_wd1_pings_do_not_keep_a_dead_stream_alive(aleaks: AsyncLeakCheck, kind: str) -> None:
-    frames = (sse(chunk({"role": "assistant", "content": ""})), sse(chunk({"content": "Visible text."})))
-    frames += (PINGS[kind],) * 200  # 10 s of pings
-    aleaks.emulator.script(Scenario(raw=frames, frame_delay=0.05), Scenario.build("never"))
-
-    async def main() -> None:
-        started = time.monotonic()
-        session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
-        result = await astream(aleaks, session, Collect(), activity=True)
-        assert time.monotonic() - started < 0.3 + PROMPTLY  # the pings did not keep it alive
-        assert stalled_to(result) == 1 and result.stub and result.content == "Visible text."
-
-    aleaks.run(main)
-
-
-def test_wd1_slow_but_steady_events_are_not_a_stall(aleaks: AsyncLeakCheck) -> None:
-    """Each event 0.2 s after the last, 1.2 s in all, stale_timeout=0.4: the lazily re-aimed timer
-    must follow the activity, never fire."""
-    pieces = [f"piece {i}. " for i in range(5)]
-    frames = (
-        sse(chunk({"role": "assistant", "content": ""})),
-        *(sse(chunk({"content": p})) for p in pieces),
-        sse(chunk({}, finish_reason="stop")),
-        DONE,
-    )
-    aleaks.emulator.script(Scenario(raw=frames, frame_delay=0.2))
-    got = Collect()
-
-    async def main() -> None:
-        result = await astream(aleaks, fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4), got)
-        assert result.content == "".join(pieces) and result.attempts == 1
-        assert stalled_to(result) == 0 and got.statuses == []
-
-    aleaks.run(main)
-
-
-def test_wd1_silence_before_response_headers_is_a_stall(aleaks: AsyncLeakCheck) -> None:
-    aleaks.emulator.script(Scenario.build("x", faults=[NonStreamingBody(), Stall(0, seconds=10)]))
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.4, retries=0)
-
-    async def main() -> None:
-        started = time.monotonic()
-        with pytest.raises(fsm_agent.StreamStalledError):
-            await astream(aleaks, session, Collect())
-        assert time.monotonic() - started < 0.4 + PROMPTLY
-
-    aleaks.run(main)
-    assert session.stale_streak == 1
-
-
-# -- WD-3 ------------------------------------------------------------------------------------------
-
-
-def test_wd3_breaker_trips_before_any_connection(aleaks: AsyncLeakCheck, aspy: AsyncAttemptSpy) -> None:
-    aleaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]))
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0)
-
-    async def main() -> None:
-        for expected_streak in (1, 2):
-            with pytest.raises(fsm_agent.StreamStalledError):
-                await astream(aleaks, session, Collect())
-            assert session.stale_streak == expected_streak
-        with pytest.raises(fsm_agent.ProviderUnresponsiveError) as caught:
-            await astream(aleaks, session, Collect())
-        assert isinstance(caught.value, RuntimeError) and "unresponsive" in str(caught.value)
-
-    aleaks.run(main)
-    assert len(aleaks.emulator.requests) == 2
-    aspy.assert_each_closed_once(2)
-
-
-def test_wd3_success_resets_the_streak(aleaks: AsyncLeakCheck) -> None:
-    aleaks.emulator.script(Scenario.build("x", faults=[Stall(1, seconds=10)]), Scenario.build("Back."))
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, stale_giveup=2, retries=0)
-
-    async def main() -> None:
-        with pytest.raises(fsm_agent.StreamStalledError):
-            await astream(aleaks, session, Collect())
-        assert session.stale_streak == 1
-        assert (await astream(aleaks, session, Collect())).content == "Back."
-
-    aleaks.run(main)
-    assert session.stale_streak == 0
-
-
-# -- WD-4: on time, without busy polling -----------------------------------------------------------
-
-
-def test_wd4_abort_within_quarter_second_without_polling(aleaks: AsyncLeakCheck) -> None:
-    aleaks.emulator.script(Scenario.build("Hello.", faults=[Stall(1, seconds=10)]))
-    stale = 0.5
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=stale, retries=0)
-    last_activity: list[float] = []
-    stalled_at: list[float] = []
-
-    def on_activity(_: str) -> None:
-        last_activity.append(time.monotonic())
-
-    async def on_status(message: str) -> None:
-        if message.startswith("stalled"):
-            stalled_at.append(time.monotonic())
-
-    async def main() -> float:
-        cpu_before = time.process_time()
-        with pytest.raises(fsm_agent.StreamStalledError):
-            await session.astream(aleaks.client(), params(), on_activity=on_activity, on_status=on_status)
-        return time.process_time() - cpu_before
-
-    cpu_used = aleaks.run(main)
-    assert last_activity and stalled_at
-    late = stalled_at[0] - (last_activity[-1] + stale)
-    # WD-4's 0.25 s is the virtual-clock tests' (test_overhead.py, test_async_watchdog.py); here: this
-    # deadline fired, not an earlier look nor a later one, whatever the machine's load.
-    assert -0.01 <= late < PROMPTLY, f"stall noticed {late:+.3f} s after the deadline"
-    assert cpu_used < 0.25, f"{cpu_used:.3f} s of CPU during a {stale} s wait: busy polling?"
-
 
 def test_wd4_timer_wakes_at_deadlines_only() -> None:
     """The stall timer is re-aimed lazily: 50 touches in 0.25 s cost no timer work, only a wake-up

@@ -4,7 +4,7 @@
     .venv/bin/python tests/golden/record_goldens.py happy 401  # only these
 
 Each golden is one scripted fault scenario played against the built-in emulator with the real
-`openai` client over loopback HTTP. tests/test_replay_golden.py replays every golden step for step,
+`openai` client over loopback HTTP. tests/trace/test_replay_golden.py replays every golden step for step,
 and records each scenario afresh to check that today's code still takes the recorded path.
 """
 

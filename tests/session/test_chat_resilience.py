@@ -1,5 +1,8 @@
 """RES-1..11 (and ACC-10) by one test each, with the real `openai` client on the emulator over
-loopback HTTP. Every test that opens streams also proves nothing was left running or open."""
+loopback HTTP. Every test that opens streams also proves nothing was left running or open.
+
+The RES tests every provider or both drivers share (RES-1/2, RES-5, RES-6, RES-7, RES-9, RES-10) run
+in tests/matrix/test_shared_behaviours.py; here the rest, on Chat Completions and `stream()`."""
 
 from __future__ import annotations
 
@@ -23,9 +26,7 @@ from fsm_agent.testing import (
     DropMidFrame,
     EndAfter,
     HttpError,
-    KeepaliveOnly,
     MalformedFrame,
-    NonStreamingBody,
     RejectStreamOptions,
     Scenario,
     Stall,
@@ -49,19 +50,6 @@ def stream(leaks: LeakCheck, session: fsm_agent.Session, got: Collect, **kwargs:
 # -- RES-1 / RES-2: silent retry before anything visible ----------------------------------------------
 
 
-def test_res1_res2_silent_retries_then_success(leaks: LeakCheck, spy: AttemptSpy) -> None:
-    cut = Scenario.build("Hello there.", faults=[DropAfter(1)])  # after the role chunk, before text
-    leaks.emulator.script(cut, cut, Scenario.build("Hello there."))
-    got = Collect()
-    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
-    assert (result.content, result.attempts, result.stub) == ("Hello there.", 3, False)
-    assert got.text == "Hello there."  # silent: no marker, nothing repeated
-    assert len(leaks.emulator.requests) == 3
-    assert sum("retrying" in s for s in got.statuses) == 2
-    spy.assert_each_closed_once(3)
-    leaks.assert_clean()
-
-
 def test_res1_three_attempts_by_default_then_original_error(leaks: LeakCheck, spy: AttemptSpy) -> None:
     leaks.emulator.script(Scenario.build("Hello there.", faults=[DropAfter(1)]))
     got = Collect()
@@ -80,13 +68,6 @@ def test_res1_retries_setting_is_the_budget(leaks: LeakCheck, spy: AttemptSpy) -
         stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=4), Collect())
     assert len(leaks.emulator.requests) == 5
     spy.assert_each_closed_once(5)
-    leaks.assert_clean()
-
-
-def test_res1_http_500_is_transient(leaks: LeakCheck) -> None:
-    leaks.emulator.script(Scenario.build("x", faults=[HttpError(500)]), Scenario.build("Recovered."))
-    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), Collect())
-    assert (result.content, result.attempts) == ("Recovered.", 2)
     leaks.assert_clean()
 
 
@@ -159,37 +140,6 @@ def test_res4_text_only_drop_gives_stub_with_delivered_text(leaks: LeakCheck, sp
 # -- RES-5: exhausted mid tool-call → stub with a warning ----------------------------------------------
 
 
-def test_res5_exhausted_mid_tool_call_stub_with_warning(leaks: LeakCheck, spy: AttemptSpy) -> None:
-    cut = Scenario.build("Saving now.", tool_calls=[WRITE], faults=[DropMidFrame(1, kind="tool_args")])
-    leaks.emulator.script(cut)
-    got = Collect()
-    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
-    assert len(leaks.emulator.requests) == 3
-    assert sum("reconnecting" in t for t in got.texts) == 2
-    warning = got.texts[-1]  # sent live, last
-    assert "Stream stalled mid tool-call" in warning and "write_file" in warning
-    assert "not executed" in warning
-    assert result.content == "Saving now." + warning
-    assert result.stub is True and result.finish_reason == "length"
-    assert result.tool_calls == []
-    assert result.dropped_tool_names == ["write_file"]
-    spy.assert_each_closed_once(3)
-    leaks.assert_clean()
-
-
-def test_res5_names_first_three_tools_then_more(leaks: LeakCheck) -> None:
-    tools = [ToolCall(f"tool_{i}", f'{{"i": {i}}}') for i in range(5)]
-    leaks.emulator.script(
-        Scenario.build("Running.", tool_calls=tools, faults=[DropMidFrame(4, kind="tool_args")])
-    )
-    got = Collect()
-    result = stream(leaks, fsm_agent.Session(backoff=INSTANT, retries=0), got)
-    assert result.dropped_tool_names == [f"tool_{i}" for i in range(5)]
-    assert "tool_0, tool_1, tool_2 +2 more" in got.texts[-1]
-    assert "tool_3" not in got.texts[-1]
-    leaks.assert_clean()
-
-
 def test_res5_non_transient_error_mid_tool_call_stubs_at_once(leaks: LeakCheck) -> None:
     fault = StreamError(5, message="Invalid tool schema.", code="invalid_request_error", kind=None)
     leaks.emulator.script(Scenario.build("Saving now.", tool_calls=[WRITE], faults=[fault]))
@@ -198,61 +148,6 @@ def test_res5_non_transient_error_mid_tool_call_stubs_at_once(leaks: LeakCheck) 
     assert len(leaks.emulator.requests) == 1
     assert result.stub and result.dropped_tool_names == ["write_file"]
     assert "Stream stalled mid tool-call" in got.texts[-1]
-    leaks.assert_clean()
-
-
-# -- RES-6: whitespace-only delivery counts as nothing -------------------------------------------------
-
-
-def test_res6_whitespace_only_then_retried(leaks: LeakCheck) -> None:
-    blank = Scenario.build(" \n\t ", faults=[DropAfter(1, kind="text")])
-    leaks.emulator.script(blank, Scenario.build("Real answer."))
-    got = Collect()
-    result = stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
-    assert (result.content, result.stub, result.attempts) == ("Real answer.", False, 2)
-    assert not any("reconnecting" in t for t in got.texts)
-    leaks.assert_clean()
-
-
-def test_res6_whitespace_only_exhausted_raises_original(leaks: LeakCheck, spy: AttemptSpy) -> None:
-    leaks.emulator.script(Scenario.build(" \n\t ", faults=[DropAfter(1, kind="text")]))
-    got = Collect()
-    try:
-        stream(leaks, fsm_agent.Session(backoff=INSTANT), got)
-    except openai.APIConnectionError as exc:  # the caller's `except` of the SDK's class works (section 1)
-        assert exc.__cause__ is spy.errors[-1]
-    else:  # pragma: no cover - the assertion below explains
-        pytest.fail("no exception: an empty or placeholder stub was returned")
-    assert len(leaks.emulator.requests) == 3
-    assert "".join(got.texts).strip() == ""
-    spy.assert_each_closed_once(3)
-    leaks.assert_clean()
-
-
-# -- RES-7: not transient, before delivery → raised at once --------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("status", "error"),
-    [(401, openai.AuthenticationError), (400, openai.BadRequestError), (404, openai.NotFoundError)],
-)
-def test_res7_client_errors_raised_at_once(
-    leaks: LeakCheck, spy: AttemptSpy, status: int, error: type[Exception]
-) -> None:
-    leaks.emulator.script(Scenario.build("x", faults=[HttpError(status)]), Scenario.build("never"))
-    got = Collect()
-    session = fsm_agent.Session(backoff=INSTANT)
-    with pytest.raises(error) as caught:
-        stream(leaks, session, got)
-    assert caught.value.status_code == status  # type: ignore[attr-defined]
-    assert len(leaks.emulator.requests) == 1
-    assert got.statuses == [] and got.texts == []
-    assert spy.attempts == []
-    assert (session.streaming_disabled, session.stream_options_unsupported, session.stale_streak) == (
-        False,
-        False,
-        0,
-    )
     leaks.assert_clean()
 
 
@@ -351,104 +246,7 @@ def test_res8_native_gemini_never_sends_stream_options(leaks: LeakCheck) -> None
     leaks.assert_clean()
 
 
-# -- RES-9: streaming unavailable ----------------------------------------------------------------------
-
-ANSWER = Scenario.build(
-    "Plain answer.",
-    reasoning="Thinking once.",
-    tool_calls=[ToolCall("a", '{"x": 1}', id="t1"), ToolCall("b", "{}", id="t2")],
-)
-
-
-def _with_fault(fault: Any) -> Scenario:
-    return Scenario(steps=ANSWER.steps, faults=(fault,))
-
-
-UNAVAILABLE = {
-    "streaming-not-supported": (StreamingUnsupported(), 2),
-    "keepalives-only": (KeepaliveOnly(3), 2),
-    "json-answer": (NonStreamingBody(), 1),  # the finished body in hand is used, not requested again
-}
-
-
-@pytest.mark.parametrize("case", sorted(UNAVAILABLE))
-def test_res9_fallback(leaks: LeakCheck, case: str) -> None:
-    fault, requests = UNAVAILABLE[case]
-    leaks.emulator.script(_with_fault(fault))
-    session = fsm_agent.Session(backoff=INSTANT)
-    got = Collect()
-    result = stream(leaks, session, got)
-    assert got.texts == ["Plain answer."]  # delivered once, whole
-    assert got.reasoning == ["Thinking once."]
-    assert got.tools == [(0, "a"), (1, "b")]
-    assert result.content == "Plain answer." and result.reasoning == "Thinking once."
-    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
-        ("t1", "a", '{"x": 1}'),
-        ("t2", "b", "{}"),
-    ]
-    assert result.streamed is False and result.stub is False
-    assert session.streaming_disabled is True
-    assert any("falling back" in s for s in got.statuses)
-    reqs = leaks.emulator.requests
-    assert len(reqs) == requests
-    assert reqs[0].stream is True
-    if requests == 2:
-        assert reqs[1].stream is False and "stream_options" not in reqs[1].body
-    # later requests go straight to the non-streaming request
-    leaks.emulator.script(Scenario.build("Second answer."))
-    again = Collect()
-    result = stream(leaks, session, again, client=leaks.clients[0])
-    assert (result.content, result.streamed) == ("Second answer.", False)
-    assert again.texts == ["Second answer."]
-    assert len(leaks.emulator.requests) == requests + 1
-    assert leaks.emulator.requests[-1].stream is False
-    leaks.assert_clean()
-
-
-@pytest.mark.parametrize("case", sorted(UNAVAILABLE))
-def test_res9_raise(leaks: LeakCheck, spy: AttemptSpy, case: str) -> None:
-    fault, _ = UNAVAILABLE[case]
-    leaks.emulator.script(_with_fault(fault))
-    session = fsm_agent.Session(backoff=INSTANT, unsupported="raise")
-    got = Collect()
-    expected: type[Exception] = (
-        openai.BadRequestError if case == "streaming-not-supported" else fsm_agent.StreamingUnsupportedError
-    )
-    with pytest.raises(expected) as caught:
-        stream(leaks, session, got)
-    if case == "streaming-not-supported":
-        assert "not supported" in str(caught.value)
-    assert len(leaks.emulator.requests) == 1
-    assert got.texts == []
-    assert session.streaming_disabled is True
-    spy.assert_each_closed_once()
-    leaks.assert_clean()
-
-
 # -- RES-10: a frame that is not JSON ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("position", [0, 3])  # before and after visible text
-def test_res10_non_json_frame(leaks: LeakCheck, spy: AttemptSpy, position: int) -> None:
-    leaks.emulator.script(
-        Scenario.build("Some words come first here.", faults=[MalformedFrame(position)]),
-        Scenario.build("never"),
-    )
-    session = fsm_agent.Session(backoff=INSTANT)
-    got = Collect()
-    with pytest.raises(fsm_agent.ProviderStreamError) as caught:
-        stream(leaks, session, got)
-    assert caught.value.code == "provider_stream_non_json_data"
-    assert caught.value.raw_text == "{this is not json"
-    assert len(leaks.emulator.requests) == 1
-    assert (session.streaming_disabled, session.stream_options_unsupported, session.stale_streak) == (
-        False,
-        False,
-        0,
-    )
-    assert got.statuses == []
-    spy.assert_each_closed_once(1)
-    leaks.assert_clean()
 
 
 def test_res10_raw_text_is_redacted(leaks: LeakCheck) -> None:
