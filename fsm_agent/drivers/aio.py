@@ -17,27 +17,27 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from .. import actions as act
 from ..errors import MachineError
-from ..events import FinishedResponse, Interrupt, RouteLoaded
+from ..events import FinishedResponse, Interrupt
 from ..providers.base import AsyncAttempt
 from ..result import StreamResult
 from .aio_deliver import AsyncDelivery
 from .aio_thread import open_in_thread, run_in_thread
 from .aio_watchdog import LoopWatchdog
-from .callbacks import CallbackError, Callbacks, settle
+from .callbacks import CallbackError, settle
 from .clients import is_async_client
 from .core import Decided, DriverCore, finished_events
 from .pump import NOTICES, Pump
 
 if TYPE_CHECKING:
-    from ..session import RequestPlan, Session
+    pass
 
-__all__ = ["AsyncDriver", "close_shielded", "is_async_client", "make_client", "run_async"]
+__all__ = ["AsyncDriver", "close_shielded", "is_async_client", "make_client"]
 
 log = logging.getLogger("fsm_agent")
 
@@ -54,28 +54,6 @@ async def make_client(factory: Callable[[], Any]) -> Any:
     if inspect.isawaitable(made):
         made = await made
     return made
-
-
-async def run_async(
-    session: Session,
-    plan: RequestPlan,
-    callbacks: tuple[Callable[..., Any] | None, ...],
-    watchdog: LoopWatchdog,
-    load_route: Callable[[int], Awaitable[RouteLoaded]],
-) -> StreamResult:
-    driver = AsyncDriver(
-        machine=plan.machine,
-        source=plan.source,
-        adapter=plan.adapter,
-        params=plan.params,
-        callbacks=Callbacks(*callbacks),
-        watchdog=watchdog,
-        health=plan.link,
-        max_bytes=session.max_bytes,
-        routes=plan.routes,
-        load_route=load_route,
-    )
-    return await driver.run()
 
 
 class AsyncDriver(DriverCore[LoopWatchdog]):

@@ -22,7 +22,7 @@ import openai
 import pytest
 from google import genai
 from google.genai import errors as genai_errors
-from helpers import assert_emulator_and_threads_idle
+from helpers import PROMPTLY, assert_emulator_and_threads_idle
 
 import fsm_agent
 from fsm_agent import Backoff
@@ -227,7 +227,8 @@ def test_429_with_a_hint_then_the_answer_waits_the_hint(bench: Bench, form: str)
     announced, message = notices.first("waiting")
     assert message.startswith(f"waiting {wait_s:.1f} s before attempt 2: HTTP 429, {source}")
     resent = bench.emulator.requests[1].received_at
-    assert abs((resent - announced) - wait_s) < 0.05  # the wait measured is the hint
+    # The wait measured is the hint: never shorter (BO-2); a loaded machine may only make it longer.
+    assert wait_s - 0.02 <= resent - announced < wait_s + PROMPTLY
     bench.assert_clean()
 
 
