@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import chat_body, interleaved_times, median_time, memory_openai_client, ratios, spread
 
 import fsm_agent
-from fsm_agent.accumulator import Accumulator
+from fsm_agent._internal.accumulator import Accumulator
 
 PARAMS = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import split_bytes
 
 import fsm_agent
-from fsm_agent.actions import OpenAttempt
-from fsm_agent.providers.gemini import GeminiAdapter
-from fsm_agent.wire.pipeline import WirePipeline
+from fsm_agent._internal.actions import OpenAttempt
+from fsm_agent._internal.providers.gemini import GeminiAdapter
+from fsm_agent._internal.wire.pipeline import WirePipeline
 
 PARAMS: dict[str, Any] = {"model": "gemini-bench", "contents": "hi"}
 

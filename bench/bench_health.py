@@ -126,7 +126,7 @@ def request_cost(redis_url: str, rounds: int, requests: int) -> None:
 
 def store_reads(health: fsm_agent.RedisHealth, rounds: int) -> tuple[list[float], list[float]]:
     """One `get` of each store, timed alone (what a request adds), interleaved round by round."""
-    from fsm_agent.health import EndpointKey
+    from fsm_agent._internal.health import EndpointKey
 
     key = EndpointKey("chat_completions", "http://127.0.0.1:1/v1", "bench-model")
     memory = fsm_agent.MemoryHealth()

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import chat_body, memory_openai_client
 
 import fsm_agent
+from fsm_agent._internal.trace.reader import read_trace
 from fsm_agent.testing import Emulator, Scenario
-from fsm_agent.trace.reader import read_trace
 
 PARAMS = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}]}
 TEXT_CHUNKS = 20_000

@@ -79,7 +79,7 @@ def telemetry_alone(session: fsm_agent.Session, request_cost: float, label: str)
     """The telemetry of one request with nothing else: its span, its records, its result, its metrics
     (the records and result of a real short request, replayed into a fresh observer each time).
     Stable where whole requests on a shared machine are noisy."""
-    from fsm_agent.telemetry import Telemetry
+    from fsm_agent._internal.telemetry import Telemetry
 
     body, _, _ = chat_body(text_chunks=20, args_total=40, arg_fragment=20)
     client = memory_openai_client(body)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import chat_chunk
 
 import fsm_agent
-from fsm_agent.partial_json import PartialJson
+from fsm_agent._internal.partial_json import PartialJson
 
 FRAGMENT = 200
 CHAT_PARAMS: dict[str, Any] = {"model": "bench-model", "messages": [{"role": "user", "content": "hi"}]}

@@ -25,9 +25,9 @@ import httpx2
 import openai
 
 import fsm_agent
-from fsm_agent import session as session_module
-from fsm_agent.drivers import aio_watchdog
-from fsm_agent.drivers.watchdog import Watchdog
+from fsm_agent._internal import session as session_module
+from fsm_agent._internal.drivers import aio_watchdog
+from fsm_agent._internal.drivers.watchdog import Watchdog
 
 STALE = 0.6
 EMULATOR = """

@@ -12,7 +12,7 @@ module when first used (so `fsm-agent` can take Ctrl-C from its first millisecon
 `import fsm_agent` costs nothing until a name is used); not even `logging` is imported before the
 `python -m fsm_agent` entry point has taken over Ctrl-C. The ``NullHandler`` on the package's own
 ``fsm_agent`` logger (the library convention: nothing is printed unless the application configures
-logging) is added by `fsm_agent.logs`, which every request imports.
+logging) is added by `fsm_agent._internal.logs`, which every request imports.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers and doc tools
     from typing import Any
 
-    from .backoff import Backoff
-    from .errors import (
+    from ._internal.backoff import Backoff
+    from ._internal.errors import (
         EmptyStreamError,
         FsmAgentError,
         IncompleteStreamError,
@@ -39,48 +39,48 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
         ToolInputError,
         TraceFormatError,
     )
-    from .health import MemoryHealth
-    from .health_redis import RedisHealth
-    from .result import Choice, StreamResult, ToolCall, Usage
-    from .routes import Route
-    from .session import Session
-    from .trace.replay import replay
-    from .trace.report import ReplayReport
-    from .trace.sinks import JsonlSink, MemorySink
+    from ._internal.health import MemoryHealth
+    from ._internal.health_redis import RedisHealth
+    from ._internal.result import Choice, StreamResult, ToolCall, Usage
+    from ._internal.routes import Route
+    from ._internal.session import Session
+    from ._internal.trace.replay import replay
+    from ._internal.trace.report import ReplayReport
+    from ._internal.trace.sinks import JsonlSink, MemorySink
 
 # Public name -> the module that defines it. One line per name: adding a name is adding a line here,
 # one under TYPE_CHECKING above, and one in __all__.
 _WHERE: dict[str, str] = {
-    "Backoff": ".backoff",
-    "Choice": ".result",
-    "EmptyStreamError": ".errors",
-    "FsmAgentError": ".errors",
-    "IncompleteStreamError": ".errors",
-    "JsonlSink": ".trace.sinks",
-    "MachineError": ".errors",
-    "MemoryHealth": ".health",
-    "MemorySink": ".trace.sinks",
-    "ProviderStreamError": ".errors",
-    "ProviderUnresponsiveError": ".errors",
-    "ReplayMismatch": ".errors",
-    "RedisHealth": ".health_redis",
-    "ReplayReport": ".trace.report",
-    "Route": ".routes",
-    "Session": ".session",
-    "StreamLimitError": ".errors",
-    "StreamResult": ".result",
-    "StreamStalledError": ".errors",
-    "StreamingUnsupportedError": ".errors",
-    "ToolCall": ".result",
-    "ToolInputError": ".errors",
-    "TraceFormatError": ".errors",
-    "Usage": ".result",
-    "replay": ".trace.replay",
+    "Backoff": "._internal.backoff",
+    "Choice": "._internal.result",
+    "EmptyStreamError": "._internal.errors",
+    "FsmAgentError": "._internal.errors",
+    "IncompleteStreamError": "._internal.errors",
+    "JsonlSink": "._internal.trace.sinks",
+    "MachineError": "._internal.errors",
+    "MemoryHealth": "._internal.health",
+    "MemorySink": "._internal.trace.sinks",
+    "ProviderStreamError": "._internal.errors",
+    "ProviderUnresponsiveError": "._internal.errors",
+    "ReplayMismatch": "._internal.errors",
+    "RedisHealth": "._internal.health_redis",
+    "ReplayReport": "._internal.trace.report",
+    "Route": "._internal.routes",
+    "Session": "._internal.session",
+    "StreamLimitError": "._internal.errors",
+    "StreamResult": "._internal.result",
+    "StreamStalledError": "._internal.errors",
+    "StreamingUnsupportedError": "._internal.errors",
+    "ToolCall": "._internal.result",
+    "ToolInputError": "._internal.errors",
+    "TraceFormatError": "._internal.errors",
+    "Usage": "._internal.result",
+    "replay": "._internal.trace.replay",
 }
 
 if TYPE_CHECKING:
-    from .trace.replay import replay
-    from .trace.report import ReplayReport
+    from ._internal.trace.replay import replay
+    from ._internal.trace.report import ReplayReport
 
 __all__ = [
     "Backoff",

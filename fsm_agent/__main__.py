@@ -12,6 +12,6 @@ import signal
 
 signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130))
 
-from .cli.__main__ import console  # noqa: E402  (after the handler, on purpose)
+from ._internal.cli.__main__ import console  # noqa: E402  (after the handler, on purpose)
 
 console()

@@ -19,11 +19,11 @@ import openai
 import pytest
 
 from fsm_agent import Backoff, Session
-from fsm_agent.drivers.watchdog import shared_timer
-from fsm_agent.endpoint import endpoint_key
-from fsm_agent.health import HealthChange
-from fsm_agent.providers import openai_chat
-from fsm_agent.providers.base import Attempt
+from fsm_agent._internal.drivers.watchdog import shared_timer
+from fsm_agent._internal.endpoint import endpoint_key
+from fsm_agent._internal.health import HealthChange
+from fsm_agent._internal.providers import openai_chat
+from fsm_agent._internal.providers.base import Attempt
 from fsm_agent.testing import Emulator
 
 MESSAGES = [{"role": "user", "content": "hi"}]

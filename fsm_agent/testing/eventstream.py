@@ -1,7 +1,7 @@
 """AWS event-stream binary framing (``application/vnd.amazon.eventstream``), as used by Bedrock
 ConverseStream: encode messages with CRC32 checksums (string headers, or any header type through
 `TypedHeader`), corrupt a checksum on purpose, and decode messages back for assertions in tests,
-with the library's own decoder (`fsm_agent.wire.eventstream`): one reader of the framing."""
+with the library's own decoder (`fsm_agent._internal.wire.eventstream`): one reader of the framing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from fsm_agent.wire.eventstream import EventStreamDecodeError, EventStreamDecoder, HeaderValue
+from fsm_agent._internal.wire.eventstream import EventStreamDecodeError, EventStreamDecoder, HeaderValue
 
 _PRELUDE = struct.Struct(">II")
 _STRING = 7

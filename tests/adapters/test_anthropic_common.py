@@ -19,9 +19,9 @@ from helpers import AttemptSpy, LeakCheck
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fsm_agent.actions import OpenAttempt
-from fsm_agent.errors import ErrorKind, ProviderStreamError, ToolInputError, classify
-from fsm_agent.events import (
+from fsm_agent._internal.actions import OpenAttempt
+from fsm_agent._internal.errors import ErrorKind, ProviderStreamError, ToolInputError, classify
+from fsm_agent._internal.events import (
     AttemptFailed,
     FinishReason,
     ReasoningDelta,
@@ -32,20 +32,20 @@ from fsm_agent.events import (
     ToolCallEnd,
     UsageReport,
 )
-from fsm_agent.providers import adapter_for, infer_api
-from fsm_agent.providers import anthropic as ant_adapter
-from fsm_agent.providers.anthropic import (
+from fsm_agent._internal.providers import adapter_for, infer_api
+from fsm_agent._internal.providers import anthropic as ant_adapter
+from fsm_agent._internal.providers.anthropic import (
     AnthropicAdapter,
     AnthropicTranslator,
     buffered_tools,
     message_events,
 )
-from fsm_agent.result import Usage, built
+from fsm_agent._internal.result import Usage, built
+from fsm_agent._internal.wire.pipeline import WirePipeline
 from fsm_agent.testing import Keepalives, Scenario, ToolCall
 from fsm_agent.testing import Usage as EmuUsage
 from fsm_agent.testing.anthropic_wire import AnthropicWire
 from fsm_agent.testing.frames import RequestContext
-from fsm_agent.wire.pipeline import WirePipeline
 
 leaks = helpers.leaks
 

@@ -17,7 +17,7 @@ from helpers import INSTANT, AttemptSpy, Collect, LeakCheck
 from test_anthropic_common import READ, WRITE, SdkStreamClient, ant_client, params, sse_events_sent
 
 import fsm_agent
-from fsm_agent.result import Deferred, Usage
+from fsm_agent._internal.result import Deferred, Usage
 from fsm_agent.testing import KeepaliveOnly, Keepalives, NonStreamingBody, Scenario, ToolCall
 from fsm_agent.testing import Usage as EmuUsage
 from fsm_agent.testing.faults import NoBlockStop

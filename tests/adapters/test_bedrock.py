@@ -23,11 +23,13 @@ import urllib3.exceptions
 from helpers import INSTANT, PROMPTLY, Collect, threads_since, wait_until
 
 import fsm_agent
-from fsm_agent.actions import OpenAttempt
-from fsm_agent.errors import ErrorKind, classify
-from fsm_agent.events import FinishReason, ToolCallDelta, ToolCallEnd
-from fsm_agent.providers import bedrock
-from fsm_agent.providers.base import Attempt
+from fsm_agent._internal.actions import OpenAttempt
+from fsm_agent._internal.errors import ErrorKind, classify
+from fsm_agent._internal.events import FinishReason, ToolCallDelta, ToolCallEnd
+from fsm_agent._internal.providers import bedrock
+from fsm_agent._internal.providers.base import Attempt
+from fsm_agent._internal.timeouts import REASONING_FLOORS, reasoning_floor
+from fsm_agent._internal.trace.sinks import MemorySink
 from fsm_agent.testing import (
     BedrockAccessDenied,
     CorruptCrc,
@@ -42,8 +44,6 @@ from fsm_agent.testing import (
     ToolCall,
     Usage,
 )
-from fsm_agent.timeouts import REASONING_FLOORS, reasoning_floor
-from fsm_agent.trace.sinks import MemorySink
 
 MODEL = "us.anthropic.claude-sonnet-4-5-v1:0"
 WRITE = ToolCall("write_file", '{"path": "notes/ä.txt", "text": "héllo 😀"}', arg_fragment=5)

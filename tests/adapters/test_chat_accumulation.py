@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fsm_agent
-from fsm_agent.events import FinishReason, Start, StreamEnd, ToolCallDelta
-from fsm_agent.guards import RequestContext
-from fsm_agent.providers.openai_chat import ChatTranslator
-from fsm_agent.request import RequestMachine
+from fsm_agent._internal.events import FinishReason, Start, StreamEnd, ToolCallDelta
+from fsm_agent._internal.guards import RequestContext
+from fsm_agent._internal.providers.openai_chat import ChatTranslator
+from fsm_agent._internal.request import RequestMachine
+from fsm_agent._internal.wire.pipeline import WirePipeline
 from fsm_agent.testing import (
     ChatShape,
     Emulator,
@@ -27,7 +28,6 @@ from fsm_agent.testing import (
     ToolCall,
     Usage,
 )
-from fsm_agent.wire.pipeline import WirePipeline
 
 leaks = helpers.leaks  # the fixture, shared from tests/helpers.py
 

@@ -15,7 +15,7 @@ import httpx2
 import openai
 import pytest
 
-from fsm_agent.errors import (
+from fsm_agent._internal.errors import (
     EmptyStreamError,
     ErrorKind,
     IncompleteStreamError,

@@ -23,11 +23,11 @@ from google.genai import errors as genai_errors
 from helpers import INSTANT, PROMPTLY, Collect, assert_emulator_and_threads_idle, wait_until
 
 import fsm_agent
-from fsm_agent.backoff import retry_hint
-from fsm_agent.errors import ErrorKind, classify
-from fsm_agent.providers import gemini, infer_api
-from fsm_agent.providers.base import Attempt
-from fsm_agent.providers.gemini_events import gemini_error
+from fsm_agent._internal.backoff import retry_hint
+from fsm_agent._internal.errors import ErrorKind, classify
+from fsm_agent._internal.providers import gemini, infer_api
+from fsm_agent._internal.providers.base import Attempt
+from fsm_agent._internal.providers.gemini_events import gemini_error
 from fsm_agent.testing import (
     DropAfter,
     DropMidFrame,
@@ -415,7 +415,7 @@ def test_async_client_without_the_internals_is_read_by_its_objects(kit: Kit) -> 
 
 
 def test_cli_client_takes_the_key_from_either_variable(kit: Kit) -> None:
-    from fsm_agent.cli.clients import build_params, provider_client
+    from fsm_agent._internal.cli.clients import build_params, provider_client
 
     kit.emulator.script(Scenario.build(ANSWER), cycle=True)
     request = build_params("gemini_generate_content", MODEL, "Hello", system="Be brief.")

@@ -15,8 +15,8 @@ from google.genai import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fsm_agent.errors import ErrorKind, ProviderStreamError, classify
-from fsm_agent.events import (
+from fsm_agent._internal.errors import ErrorKind, ProviderStreamError, classify
+from fsm_agent._internal.events import (
     FinishReason,
     ReasoningDelta,
     ResponseMeta,
@@ -26,9 +26,9 @@ from fsm_agent.events import (
     ToolCallEnd,
     UsageReport,
 )
-from fsm_agent.providers.gemini_events import GeminiTranslator, plain_chunk, response_events
-from fsm_agent.result import Usage
-from fsm_agent.wire.pipeline import WirePipeline
+from fsm_agent._internal.providers.gemini_events import GeminiTranslator, plain_chunk, response_events
+from fsm_agent._internal.result import Usage
+from fsm_agent._internal.wire.pipeline import WirePipeline
 
 SIGNATURE = "c2lnbmF0dXJlLW9mLXRoZS1maXJzdC1jYWxs"
 

@@ -22,7 +22,7 @@ from helpers import INSTANT
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
 import fsm_agent
-from fsm_agent.partial_json import PartialJson
+from fsm_agent._internal.partial_json import PartialJson
 from fsm_agent.testing import Emulator, Scenario, real_streams
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic on the SDK's own typing
@@ -588,9 +588,9 @@ def _anthropic_frames(scenario: Scenario) -> bytes:
 
 
 def _pipeline_events(data: bytes) -> list[Any]:
-    from fsm_agent.events import AttemptFailed
-    from fsm_agent.providers.anthropic_events import AnthropicTranslator
-    from fsm_agent.wire.pipeline import WirePipeline
+    from fsm_agent._internal.events import AttemptFailed
+    from fsm_agent._internal.providers.anthropic_events import AnthropicTranslator
+    from fsm_agent._internal.wire.pipeline import WirePipeline
 
     pipeline = WirePipeline(AnthropicTranslator())
     events = pipeline.feed(data)
@@ -603,7 +603,7 @@ def _pipeline_events(data: bytes) -> list[Any]:
 def test_7_input_that_is_not_json_without_the_limit_is_still_prv_a4(after: str) -> None:
     """PRV-A4 holds unless the stop reason says the output limit: the same cut input followed by
     `stop_reason: tool_use`, or by nothing at all, is a `ToolInputError`, after no finish event."""
-    from fsm_agent.events import AttemptFailed, FinishReason, StreamEnd
+    from fsm_agent._internal.events import AttemptFailed, FinishReason, StreamEnd
 
     _, scenario = FIXTURES["7-max-tokens-in-tool-input"]
     data = _anthropic_frames(scenario)
@@ -620,7 +620,7 @@ def test_7_input_that_is_not_json_without_the_limit_is_still_prv_a4(after: str) 
 
 
 def test_7_keepalives_do_not_decide_a_pending_input_error() -> None:
-    from fsm_agent.events import AttemptFailed, FinishReason, ToolCallEnd
+    from fsm_agent._internal.events import AttemptFailed, FinishReason, ToolCallEnd
 
     _, scenario = FIXTURES["7-max-tokens-in-tool-input"]
     data = _anthropic_frames(scenario).replace(
@@ -633,9 +633,9 @@ def test_7_keepalives_do_not_decide_a_pending_input_error() -> None:
 
 @pytest.mark.parametrize("api", ["anthropic_messages", "responses"])
 def test_9_a_numeric_response_id_is_read_as_text(api: str) -> None:
-    from fsm_agent.events import ResponseMeta
-    from fsm_agent.providers.anthropic_events import AnthropicTranslator
-    from fsm_agent.providers.openai_responses import ResponsesTranslator
+    from fsm_agent._internal.events import ResponseMeta
+    from fsm_agent._internal.providers.anthropic_events import AnthropicTranslator
+    from fsm_agent._internal.providers.openai_responses import ResponsesTranslator
 
     if api == "anthropic_messages":
         message = {"id": 42, "type": "message", "model": "m", "content": [], "usage": {"input_tokens": 1}}

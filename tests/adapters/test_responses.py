@@ -16,7 +16,7 @@ from helpers import INSTANT, Collect, LeakCheck, sse
 from openai.types.responses import Response
 
 import fsm_agent
-from fsm_agent.events import (
+from fsm_agent._internal.events import (
     FinishReason,
     ReasoningDelta,
     RefusalDelta,
@@ -27,8 +27,9 @@ from fsm_agent.events import (
     ToolCallEnd,
     UsageReport,
 )
-from fsm_agent.providers.openai_responses import ResponsesTranslator, response_events
-from fsm_agent.result import built
+from fsm_agent._internal.providers.openai_responses import ResponsesTranslator, response_events
+from fsm_agent._internal.result import built
+from fsm_agent._internal.wire.pipeline import WirePipeline
 from fsm_agent.testing import (
     DropAfterBytes,
     EmptyBody,
@@ -43,7 +44,6 @@ from fsm_agent.testing import (
     ToolCall,
     Usage,
 )
-from fsm_agent.wire.pipeline import WirePipeline
 
 leaks = helpers.leaks
 

@@ -18,8 +18,8 @@ from helpers import INSTANT, PROMPTLY, AttemptSpy, Collect, LeakCheck, wait_unti
 from openai.types.responses import Response
 
 import fsm_agent
-from fsm_agent.providers import openai_responses
-from fsm_agent.providers.base import Attempt
+from fsm_agent._internal.providers import openai_responses
+from fsm_agent._internal.providers.base import Attempt
 from fsm_agent.testing import (
     DropAfter,
     DropMidFrame,

@@ -22,11 +22,11 @@ from provider_clients import close_client as _close
 from test_partial_json import grows
 
 import fsm_agent
-from fsm_agent import accumulator
-from fsm_agent.accumulator import ARGS_PACE, ARGS_PACED_FROM, Accumulator
-from fsm_agent.partial_json import PartialJson
+from fsm_agent._internal import accumulator
+from fsm_agent._internal.accumulator import ARGS_PACE, ARGS_PACED_FROM, Accumulator
+from fsm_agent._internal.partial_json import PartialJson
+from fsm_agent._internal.trace.sinks import MemorySink
 from fsm_agent.testing import DropAfter, Emulator, Scenario, StreamingUnsupported, Text, ToolCall
-from fsm_agent.trace.sinks import MemorySink
 
 CONTENT = 'line one\nline "two" — ü 😀\n' * 12
 WRITE = ToolCall(

@@ -15,15 +15,15 @@ from helpers import INSTANT
 from rich.console import Console
 
 import fsm_agent
-from fsm_agent.cli.clients import SetupError, build_params, emulator_client, load_tools
-from fsm_agent.cli.display import PlainView, compact_value, make_view, wants_plain
-from fsm_agent.cli.live_view import LiveView
-from fsm_agent.cli.progress import DisplaySink, Progress, summarize
-from fsm_agent.events import ToolCallDelta, ToolCallEnd
-from fsm_agent.result import StreamResult, Usage
+from fsm_agent._internal.cli.clients import SetupError, build_params, emulator_client, load_tools
+from fsm_agent._internal.cli.display import PlainView, compact_value, make_view, wants_plain
+from fsm_agent._internal.cli.live_view import LiveView
+from fsm_agent._internal.cli.progress import DisplaySink, Progress, summarize
+from fsm_agent._internal.events import ToolCallDelta, ToolCallEnd
+from fsm_agent._internal.result import StreamResult, Usage
+from fsm_agent._internal.trace.records import TransitionRecord
 from fsm_agent.testing import Emulator
 from fsm_agent.testing.registry import DEMO_TOOLS, DEMOS
-from fsm_agent.trace.records import TransitionRecord
 
 
 def record(source: str, dest: str, attempt: int, t: float = 0.0) -> TransitionRecord:

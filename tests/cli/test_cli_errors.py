@@ -148,7 +148,7 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path: Path) ->
 
 
 def test_cli_traces_go_to_the_per_user_state_directory_latest_100_kept(tmp_path: Path) -> None:
-    from fsm_agent.cli import trace_dir
+    from fsm_agent._internal.cli import trace_dir
 
     state = tmp_path / "state"
     directory = state / "fsm-agent" / "traces"

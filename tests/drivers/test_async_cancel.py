@@ -17,8 +17,8 @@ from helpers import INSTANT, PROMPTLY, Collect, params, wait_until
 from test_async_support import AsyncAttemptSpy, AsyncLeakCheck, aleaks, aspy, astream
 
 import fsm_agent
+from fsm_agent._internal.trace.sinks import MemorySink
 from fsm_agent.testing import KeepaliveOnly, NonStreamingBody, Scenario, Stall, ToolCall
-from fsm_agent.trace.sinks import MemorySink
 
 __all__ = ["aleaks", "aspy"]
 

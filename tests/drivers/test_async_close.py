@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from fsm_agent.drivers import aio_thread
-from fsm_agent.drivers.aio import close_shielded
-from fsm_agent.providers.base import AsyncAttempt, Attempt
+from fsm_agent._internal.drivers import aio_thread
+from fsm_agent._internal.drivers.aio import close_shielded
+from fsm_agent._internal.providers.base import AsyncAttempt, Attempt
 
 
 def test_a_second_cancellation_does_not_cut_a_close_short() -> None:

@@ -27,8 +27,9 @@ from provider_clients import boto_busy, close_client, genai_async_busy
 from test_async_support import AsyncLeakCheck, aleaks, busy_connections
 
 import fsm_agent
-from fsm_agent.providers import anthropic as anthropic_adapter
-from fsm_agent.providers import bedrock, gemini, openai_responses
+from fsm_agent._internal.providers import anthropic as anthropic_adapter
+from fsm_agent._internal.providers import bedrock, gemini, openai_responses
+from fsm_agent._internal.trace.sinks import MemorySink
 from fsm_agent.testing import (
     BedrockAccessDenied,
     DropMidFrame,
@@ -40,7 +41,6 @@ from fsm_agent.testing import (
     StreamingUnsupported,
     ToolCall,
 )
-from fsm_agent.trace.sinks import MemorySink
 
 __all__ = ["aleaks"]
 

@@ -22,8 +22,8 @@ import pytest
 from helpers import Collect, assert_each_closed_once, assert_emulator_and_threads_idle, params, threads_since
 
 import fsm_agent
-from fsm_agent.providers import openai_chat
-from fsm_agent.providers.base import AsyncAttempt
+from fsm_agent._internal.providers import openai_chat
+from fsm_agent._internal.providers.base import AsyncAttempt
 from fsm_agent.testing import Emulator, Scenario, Stall
 
 __all__ = [

@@ -17,7 +17,7 @@ from test_async_support import AsyncLeakCheck, aleaks, astream
 from virtual_time import run_on_virtual_time
 
 import fsm_agent
-from fsm_agent.drivers.aio_watchdog import LoopWatchdog
+from fsm_agent._internal.drivers.aio_watchdog import LoopWatchdog
 from fsm_agent.testing import NonStreamingBody, Scenario, Stall, StreamingUnsupported
 
 __all__ = ["aleaks"]

@@ -17,7 +17,7 @@ import pytest
 from helpers import INSTANT, PROMPTLY, AttemptSpy, Collect, LeakCheck, params, wait_until
 
 import fsm_agent
-from fsm_agent.drivers.watchdog import blocked_read_aborter
+from fsm_agent._internal.drivers.watchdog import blocked_read_aborter
 from fsm_agent.testing import KeepaliveOnly, NonStreamingBody, Scenario, Stall
 
 leaks = helpers.leaks

@@ -40,18 +40,18 @@ from provider_clients import anthropic_client as _anthropic
 from provider_clients import openai_client as _openai
 
 import fsm_agent
-from fsm_agent import client_views
-from fsm_agent import session as session_module
-from fsm_agent.drivers import clients
-from fsm_agent.drivers.watchdog import Watchdog, WatchdogTimer, shared_timer
-from fsm_agent.machine import MACHINE_NAME, engine
-from fsm_agent.request_plan import new_machine
+from fsm_agent._internal import client_views
+from fsm_agent._internal import session as session_module
+from fsm_agent._internal.drivers import clients
+from fsm_agent._internal.drivers.watchdog import Watchdog, WatchdogTimer, shared_timer
+from fsm_agent._internal.machine import MACHINE_NAME, engine
+from fsm_agent._internal.request_plan import new_machine
+from fsm_agent._internal.timeouts import REASONING_FLOORS, resolve_stale_timeout
+from fsm_agent._internal.trace.sinks import MemorySink
 from fsm_agent.testing import Emulator, Scenario, Text, ToolCall
 from fsm_agent.testing.chat import ChatWire
 from fsm_agent.testing.faults import HttpError, MalformedFrame, Stall
 from fsm_agent.testing.frames import RequestContext
-from fsm_agent.timeouts import REASONING_FLOORS, resolve_stale_timeout
-from fsm_agent.trace.sinks import MemorySink
 
 leaks = helpers.leaks
 
@@ -142,7 +142,7 @@ def test_the_table_decides_through_the_shared_machine(
 def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
     """The 22 inputs of every record are a plain dict (JSON, equality, mutation as before), in the
     documented order, sharing their key table with every other record's (a third of the size)."""
-    from fsm_agent.guards import RequestContext
+    from fsm_agent._internal.guards import RequestContext
 
     ctx = RequestContext(route_names=("a", "b"))
     ctx.attempt, ctx.visible_chars = 2, 7
@@ -159,8 +159,8 @@ def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
 
 _FORKED_IDS = """
 import os
-from fsm_agent.request_plan import new_machine
-from fsm_agent.session import Session
+from fsm_agent._internal.request_plan import new_machine
+from fsm_agent._internal.session import Session
 def next_id():
     return new_machine(Session(), ("r",)).request_id
 read, write = os.pipe()
@@ -689,7 +689,7 @@ def test_import_is_light_and_touches_no_other_librarys_logger() -> None:
         "import logging, sys\n"
         "import fsm_agent\n"
         "t = logging.getLogger('transitions.core')\n"
-        "lazy = ('structlog', 'rich', 'fsm_agent.trace.replay')\n"
+        "lazy = ('structlog', 'rich', 'fsm_agent._internal.trace.replay')\n"
         "print(t.level, len(t.filters), *(m in sys.modules for m in lazy))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

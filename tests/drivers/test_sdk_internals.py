@@ -20,8 +20,8 @@ import boto3
 import botocore
 import openai
 
-from fsm_agent.providers.base import socket_of
-from fsm_agent.providers.bedrock import _socket_under
+from fsm_agent._internal.providers.base import socket_of
+from fsm_agent._internal.providers.bedrock import _socket_under
 from fsm_agent.testing import Emulator, Scenario
 
 
@@ -98,7 +98,7 @@ def test_botocore_event_streams_are_read_where_our_decoder_reads_them(emulator: 
     cause: this says which."""
     import botocore.eventstream
 
-    from fsm_agent.providers.bedrock import _botocore_error, _raw_body
+    from fsm_agent._internal.providers.bedrock import _botocore_error, _raw_body
 
     with _converse_stream(emulator) as stream:
         assert _raw_body(stream) is not None, (

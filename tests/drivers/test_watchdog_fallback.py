@@ -17,7 +17,7 @@ import pytest
 from helpers import INSTANT, PROMPTLY, LeakCheck, params, wait_until
 
 import fsm_agent
-from fsm_agent.drivers import watchdog
+from fsm_agent._internal.drivers import watchdog
 from fsm_agent.testing import NonStreamingBody, Scenario, Stall
 
 leaks = helpers.leaks
@@ -133,5 +133,5 @@ def test_only_the_http_stacks_modules_count_as_transport() -> None:
 
     for module in ("httpcore._backends.sync", "httpcore2._sync.http11", "httpx._client", "socket", "ssl"):
         assert watchdog._is_transport_code(frame_of(module)), module
-    for module in ("myapp.httpclient", "application", "fsm_agent.providers.base", "sockets_helper"):
+    for module in ("myapp.httpclient", "application", "fsm_agent._internal.providers.base", "sockets_helper"):
         assert not watchdog._is_transport_code(frame_of(module)), module

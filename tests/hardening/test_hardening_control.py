@@ -25,8 +25,8 @@ from hardening_kit import KITS, ApiKit
 from helpers import PROMPTLY, assert_emulator_and_threads_idle, threads_since
 
 import fsm_agent
-import fsm_agent.providers.anthropic_events  # imported now, not on a loop being timed
-import fsm_agent.providers.openai_responses
+import fsm_agent._internal.providers.anthropic_events  # imported now, not on a loop being timed
+import fsm_agent._internal.providers.openai_responses
 from fsm_agent.testing import DropAfter, DropMidFrame, Emulator, HttpError, Scenario, Stall
 
 

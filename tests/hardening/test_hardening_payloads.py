@@ -22,10 +22,10 @@ from hardening_kit import KITS, ApiKit
 from helpers import Collect, assert_emulator_and_threads_idle
 
 import fsm_agent
-from fsm_agent.errors import ProviderStreamError, StreamLimitError
+from fsm_agent._internal.errors import ProviderStreamError, StreamLimitError
+from fsm_agent._internal.trace.sinks import MemorySink
 from fsm_agent.testing import Emulator, HttpError, Scenario
 from fsm_agent.testing.eventstream import exception_message
-from fsm_agent.trace.sinks import MemorySink
 
 MALFORMED = "provider_stream_malformed_chunk"
 

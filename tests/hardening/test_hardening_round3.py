@@ -21,9 +21,9 @@ from hardening_kit import KITS, boto_close
 from helpers import INSTANT, params
 
 import fsm_agent
+from fsm_agent._internal.trace.sinks import MemorySink
 from fsm_agent.testing import Emulator, Scenario, StreamError
 from fsm_agent.testing.eventstream import event_message
-from fsm_agent.trace.sinks import MemorySink
 
 ROOT = Path(__file__).resolve().parents[2]
 

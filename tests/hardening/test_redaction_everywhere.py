@@ -24,6 +24,7 @@ from helpers import INSTANT
 from otel_support import Otel, otel
 
 import fsm_agent
+from fsm_agent._internal.trace.sinks import MemorySink
 from fsm_agent.testing import (
     Emulator,
     HttpError,
@@ -32,7 +33,6 @@ from fsm_agent.testing import (
     StreamError,
     StreamingUnsupported,
 )
-from fsm_agent.trace.sinks import MemorySink
 
 __all__ = ["otel"]
 
@@ -187,7 +187,7 @@ def test_route_repr_hides_secret_headers_and_keys() -> None:
     shown = repr(route)
     assert "opaque-token-123" not in shown and OWN_KEY not in shown and "[REDACTED]" in shown
     assert "'model': 'm'" in shown
-    from fsm_agent.routes import PreparedRoute
+    from fsm_agent._internal.routes import PreparedRoute
 
     prepared = PreparedRoute(0, "n", None, None, route.params, "chat_completions", "m", 1.0)  # type: ignore[arg-type]
     assert "opaque-token-123" not in repr(prepared) and OWN_KEY not in repr(prepared)
@@ -195,7 +195,7 @@ def test_route_repr_hides_secret_headers_and_keys() -> None:
 
 def test_a_json_decode_error_is_not_kept_under_the_malformed_frame_error() -> None:
     """The decoder's error held the whole raw frame (its `doc`) as the context of ours."""
-    from fsm_agent.wire.shapes import parse_json
+    from fsm_agent._internal.wire.shapes import parse_json
 
     with pytest.raises(fsm_agent.ProviderStreamError) as caught:
         parse_json("{not json " + "x" * 10_000 + SHAPES[0], "stream frame")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fsm_agent import diagram
-from fsm_agent.machine import TABLE, TERMINAL, State
-from fsm_agent.trace.reader import read_trace
+from fsm_agent._internal import diagram
+from fsm_agent._internal.machine import TABLE, TERMINAL, State
+from fsm_agent._internal.trace.reader import read_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "diagrams"

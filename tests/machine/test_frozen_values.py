@@ -10,10 +10,10 @@ import pickle
 
 import pytest
 
-from fsm_agent import actions
-from fsm_agent.events import AttemptFailed, Keepalive, ReasoningDelta, TextDelta, ToolCallDelta
-from fsm_agent.result import Usage
-from fsm_agent.wire.sse import SSEFrame
+from fsm_agent._internal import actions
+from fsm_agent._internal.events import AttemptFailed, Keepalive, ReasoningDelta, TextDelta, ToolCallDelta
+from fsm_agent._internal.result import Usage
+from fsm_agent._internal.wire.sse import SSEFrame
 
 
 def test_equality_is_by_class_and_fields() -> None:

@@ -8,8 +8,8 @@ import httpx
 import pytest
 import structlog
 
-from fsm_agent import actions as act
-from fsm_agent.errors import (
+from fsm_agent._internal import actions as act
+from fsm_agent._internal.errors import (
     EmptyStreamError,
     ErrorKind,
     MachineError,
@@ -18,7 +18,7 @@ from fsm_agent.errors import (
     StreamingUnsupportedError,
     StreamStalledError,
 )
-from fsm_agent.events import (
+from fsm_agent._internal.events import (
     AttemptClosed,
     AttemptFailed,
     FallbackDelivered,
@@ -37,10 +37,10 @@ from fsm_agent.events import (
     ToolCallEnd,
     WaitOver,
 )
-from fsm_agent.guards import GUARDS, RequestContext
-from fsm_agent.machine import LIVE, NON_TERMINAL, TABLE, TERMINAL, State
-from fsm_agent.request import RECONNECT_MARKER, RequestMachine
-from fsm_agent.trace.records import TransitionRecord
+from fsm_agent._internal.guards import GUARDS, RequestContext
+from fsm_agent._internal.machine import LIVE, NON_TERMINAL, TABLE, TERMINAL, State
+from fsm_agent._internal.request import RECONNECT_MARKER, RequestMachine
+from fsm_agent._internal.trace.records import TransitionRecord
 
 
 def _machine(**settings: object) -> RequestMachine:
@@ -375,7 +375,7 @@ def test_an_event_with_no_row_is_a_machine_error_logged_and_raised(caplog: pytes
 
 
 def test_every_transition_is_one_structlog_record_with_fsm5_fields() -> None:
-    from fsm_agent.logs import log_record
+    from fsm_agent._internal.logs import log_record
 
     with structlog.testing.capture_logs() as logs:
         m = RequestMachine(RequestContext(), request_id="r-1", on_record=log_record)

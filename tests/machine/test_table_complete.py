@@ -12,12 +12,12 @@ import pytest
 import transitions
 
 import fsm_agent
-from fsm_agent import actions as act
-from fsm_agent import diagram
-from fsm_agent import machine as machine_module
-from fsm_agent.effects import EFFECTS
-from fsm_agent.errors import ErrorKind, MachineError
-from fsm_agent.events import (
+from fsm_agent._internal import actions as act
+from fsm_agent._internal import diagram
+from fsm_agent._internal import machine as machine_module
+from fsm_agent._internal.effects import EFFECTS
+from fsm_agent._internal.errors import ErrorKind, MachineError
+from fsm_agent._internal.events import (
     AttemptClosed,
     AttemptFailed,
     FinishReason,
@@ -29,11 +29,11 @@ from fsm_agent.events import (
     TextDelta,
     ToolCallDelta,
 )
-from fsm_agent.guards import GUARDS, RequestContext
-from fsm_agent.machine import IGNORED, INVALID, TABLE, TRIGGERS, State, engine
-from fsm_agent.request import RequestMachine
-from fsm_agent.trace.reader import read_trace
-from fsm_agent.trace.records import TransitionRecord
+from fsm_agent._internal.guards import GUARDS, RequestContext
+from fsm_agent._internal.machine import IGNORED, INVALID, TABLE, TRIGGERS, State, engine
+from fsm_agent._internal.request import RequestMachine
+from fsm_agent._internal.trace.reader import read_trace
+from fsm_agent._internal.trace.records import TransitionRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "fsm_agent"
@@ -199,7 +199,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
     """The scan can fail: each kind of offence is caught in a module written to break the rule."""
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from fsm_agent.guards import GUARDS, budget_left\n"
+        "from fsm_agent._internal.guards import GUARDS, budget_left\n"
         "from fsm_agent import guards\n"
         "def f(machine, ctx):\n"
         "    machine.state = 1\n"

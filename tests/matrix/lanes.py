@@ -38,8 +38,8 @@ from provider_clients import (
 from test_async_support import AsyncAttemptSpy, AsyncCollect
 
 import fsm_agent
-from fsm_agent.providers import anthropic as anthropic_adapter
-from fsm_agent.providers import bedrock, gemini, openai_chat, openai_responses
+from fsm_agent._internal.providers import anthropic as anthropic_adapter
+from fsm_agent._internal.providers import bedrock, gemini, openai_chat, openai_responses
 from fsm_agent.testing import Emulator
 
 APIS = ("chat", "responses", "anthropic", "bedrock", "gemini")

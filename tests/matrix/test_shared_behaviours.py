@@ -148,7 +148,9 @@ PINGS = {
 @lanes(("chat",))
 @pytest.mark.parametrize("kind", sorted(PINGS))
 def test_wd1_pings_do_not_keep_a_dead_stream_alive(lane: Lane, kind: str) -> None:
-    frames = (sse(chunk({"role": "assistant", "content": ""})), sse(chunk({"content": "Visible text."})))
+    # The text comes in the first write, with the role chunk: only the pings are paced, so a
+    # starved process cannot stall before the text and retry (the race this test must not run).
+    frames = (sse(chunk({"role": "assistant", "content": ""})) + sse(chunk({"content": "Visible text."})),)
     frames += (PINGS[kind],) * 200  # 10 s of pings
     lane.emulator.script(Scenario(raw=frames, frame_delay=0.05), Scenario.build("never"))
     session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)

@@ -19,8 +19,8 @@ from helpers import INSTANT, PROMPTLY, AttemptSpy, Collect, LeakCheck, params, t
 from sdk_transport import OPENAI_HTTP
 
 import fsm_agent
-from fsm_agent.actions import OpenAttempt
-from fsm_agent.providers.openai_chat import ChatCompletionsAdapter, is_native_gemini
+from fsm_agent._internal.actions import OpenAttempt
+from fsm_agent._internal.providers.openai_chat import ChatCompletionsAdapter, is_native_gemini
 from fsm_agent.testing import (
     DropAfter,
     DropMidFrame,

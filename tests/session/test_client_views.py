@@ -16,7 +16,7 @@ import openai
 import pytest
 
 import fsm_agent
-from fsm_agent.client_views import without_sdk_retries
+from fsm_agent._internal.client_views import without_sdk_retries
 from fsm_agent.testing import Emulator, Scenario
 
 

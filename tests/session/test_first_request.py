@@ -32,7 +32,9 @@ with Emulator(default=Scenario.build("Hello there.")) as emu:
         params = {"model": "gpt-4.1", "input": "hi"}
     result = Session().stream(client, params)
     client.close()
-watched = ("opentelemetry", "fsm_agent.telemetry", "openai.resources.chat", "openai.resources.responses")
+watched = (
+    "opentelemetry", "fsm_agent._internal.telemetry", "openai.resources.chat", "openai.resources.responses"
+)
 loaded = sorted({w for w in watched for m in sys.modules if m == w or m.startswith(w + ".")})
 print(json.dumps({"content": result.content, "loaded": loaded}))
 """
@@ -85,7 +87,7 @@ with Emulator(default=Scenario.build("Hello there.")) as emu:
     session = Session()
     params = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
     session.stream(client, params)
-    first = "fsm_agent.telemetry" in sys.modules
+    first = "fsm_agent._internal.telemetry" in sys.modules
     if sys.argv[1] == "late":  # the application sets its provider after a first request
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
@@ -101,7 +103,7 @@ with Emulator(default=Scenario.build("Hello there.")) as emu:
     else:
         spans = []
     client.close()
-from fsm_agent import telemetry
+from fsm_agent._internal import telemetry
 print(json.dumps({"first": first, "configured": telemetry.sdk_configured(), "spans": spans}))
 """
 
@@ -121,14 +123,14 @@ def test_a_provider_named_by_the_environment_is_seen_at_the_first_request() -> N
 
 SHAPES_SCRIPT = r"""
 import importlib, json
-from fsm_agent.providers import APIS, adapter_for
-from fsm_agent.wire.shapes import Shape
+from fsm_agent._internal.providers import APIS, adapter_for
+from fsm_agent._internal.wire.shapes import Shape
 
 modules = ("openai_chat", "openai_responses", "anthropic_events", "bedrock", "gemini_events")
 for api in APIS:
     adapter_for(api)
 shapes = [value for name in modules
-          for value in vars(importlib.import_module(f"fsm_agent.providers.{name}")).values()
+          for value in vars(importlib.import_module(f"fsm_agent._internal.providers.{name}")).values()
           if isinstance(value, Shape)]
 compiled = [shape.name for shape in shapes if getattr(shape.check, "__self__", None) is not shape]
 print(json.dumps({"shapes": len(shapes), "compiled": compiled}))
@@ -145,8 +147,8 @@ def test_importing_the_providers_compiles_no_shape() -> None:
 def _all_shapes() -> list[object]:
     import importlib
 
-    from fsm_agent.providers import APIS, adapter_for
-    from fsm_agent.wire.shapes import Shape
+    from fsm_agent._internal.providers import APIS, adapter_for
+    from fsm_agent._internal.wire.shapes import Shape
 
     for api in APIS:
         adapter_for(api)
@@ -154,7 +156,7 @@ def _all_shapes() -> list[object]:
     todo = [
         value
         for name in ("openai_chat", "openai_responses", "anthropic_events", "bedrock", "gemini_events")
-        for value in vars(importlib.import_module(f"fsm_agent.providers.{name}")).values()
+        for value in vars(importlib.import_module(f"fsm_agent._internal.providers.{name}")).values()
         if isinstance(value, Shape)
     ]
     while todo:
@@ -173,7 +175,7 @@ def _all_shapes() -> list[object]:
 
 def test_every_declared_shape_compiles_and_a_check_stays_compiled() -> None:
     """A mistake in a declaration is not left to the first payload that meets it: this compiles all."""
-    from fsm_agent.wire.shapes import Shape
+    from fsm_agent._internal.wire.shapes import Shape
 
     shapes = _all_shapes()
     assert len(shapes) >= 20

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from redis_server import RedisServer
 
 import fsm_agent
-from fsm_agent import endpoint
-from fsm_agent.actions import Remember
-from fsm_agent.endpoint import EndpointLink, HealthSettings
-from fsm_agent.health import (
+from fsm_agent._internal import endpoint
+from fsm_agent._internal.actions import Remember
+from fsm_agent._internal.endpoint import EndpointLink, HealthSettings
+from fsm_agent._internal.health import (
     EndpointHealth,
     EndpointKey,
     HealthChange,
@@ -28,7 +28,7 @@ from fsm_agent.health import (
     apply,
     bounded,
 )
-from fsm_agent.health_redis import RedisHealth
+from fsm_agent._internal.health_redis import RedisHealth
 from fsm_agent.testing import Emulator, Scenario, Stall
 
 KEY = EndpointKey("chat_completions", "http://127.0.0.1:1/v1", "gpt-4.1-mini")

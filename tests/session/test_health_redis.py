@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer
 
-from fsm_agent.health import EndpointHealth, EndpointKey, HealthChange, MemoryHealth, apply
-from fsm_agent.health_redis import RedisHealth, decode, encode
+from fsm_agent._internal.health import EndpointHealth, EndpointKey, HealthChange, MemoryHealth, apply
+from fsm_agent._internal.health_redis import RedisHealth, decode, encode
 
 KEY = EndpointKey("chat_completions", "http://127.0.0.1:1/v1", "gpt-4.1-mini")
 OTHER = EndpointKey("anthropic_messages", "http://127.0.0.1:1", "claude-sonnet-4-5")

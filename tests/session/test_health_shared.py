@@ -19,7 +19,7 @@ from redis_server import RedisServer
 
 import fsm_agent
 from fsm_agent import Route
-from fsm_agent.health import EndpointKey
+from fsm_agent._internal.health import EndpointKey
 from fsm_agent.testing import Emulator, HttpError, RejectStreamOptions, Scenario, Stall
 
 HERE = Path(__file__).resolve().parents[1]  # tests/

@@ -21,8 +21,8 @@ from provider_clients import openai_client as _openai
 
 import fsm_agent
 from fsm_agent import Route
-from fsm_agent.endpoint import endpoint_key
-from fsm_agent.health import HealthChange
+from fsm_agent._internal.endpoint import endpoint_key
+from fsm_agent._internal.health import HealthChange
 from fsm_agent.testing import (
     DropAfter,
     DropMidFrame,
@@ -420,7 +420,7 @@ def test_a_multi_route_trace_replays_step_for_step(pair: Pair, record_wire: bool
 def test_the_timeline_prints_route_names_without_control_characters(pair: Pair) -> None:
     import io
 
-    from fsm_agent.cli.replay_cmd import format_report
+    from fsm_agent._internal.cli.replay_cmd import format_report
 
     pair.primary.script(Scenario.build(faults=[HttpError(404)]))
     pair.second.script(Scenario.build(ANSWER))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fsm_agent import timeouts
-from fsm_agent.timeouts import (
+from fsm_agent._internal import timeouts
+from fsm_agent._internal.timeouts import (
     DEFAULT_STALE_TIMEOUT,
     REASONING_FLOORS,
     reasoning_floor,

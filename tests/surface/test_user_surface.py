@@ -14,9 +14,9 @@ import openai
 import pytest
 
 import fsm_agent
+from fsm_agent._internal.trace.records import TransitionRecord
+from fsm_agent._internal.trace.report import ReplayReport, RequestReplay, Step
 from fsm_agent.testing import Emulator, Scenario, ScriptedToolCall
-from fsm_agent.trace.records import TransitionRecord
-from fsm_agent.trace.report import ReplayReport, RequestReplay, Step
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 300
@@ -188,7 +188,8 @@ def test_importing_the_package_changes_no_other_library_and_logs_nothing_by_defa
         "import transitions, structlog\n"
         "before = {n: (l.level, list(l.handlers)) for n, l in logging.Logger.manager.loggerDict.items()"
         " if isinstance(l, logging.Logger)}\n"
-        "import fsm_agent, fsm_agent.session, fsm_agent.machine, fsm_agent.trace.replay, fsm_agent.testing\n"
+        "import fsm_agent, fsm_agent._internal.session, fsm_agent._internal.machine\n"
+        "import fsm_agent._internal.trace.replay, fsm_agent.testing\n"
         "fsm_agent.Session\n"
         "after = {n: (l.level, list(l.handlers)) for n, l in logging.Logger.manager.loggerDict.items()"
         " if isinstance(l, logging.Logger) and n in before}\n"

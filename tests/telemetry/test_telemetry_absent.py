@@ -57,7 +57,7 @@ UNSET_SCRIPT = r"""
 import json
 import openai
 import fsm_agent
-from fsm_agent import telemetry
+from fsm_agent._internal import telemetry
 from fsm_agent.testing import Emulator, Scenario
 
 made = []

@@ -32,7 +32,9 @@ BLOCK_SDKS = textwrap.dedent(
 
 def run_cli(*args: str, block_sdks: bool = False) -> subprocess.CompletedProcess[str]:
     if block_sdks:
-        code = BLOCK_SDKS + "from fsm_agent.cli.__main__ import main\nraise SystemExit(main(sys.argv[1:]))\n"
+        code = BLOCK_SDKS + (
+            "from fsm_agent._internal.cli.__main__ import main\nraise SystemExit(main(sys.argv[1:]))\n"
+        )
         command = [sys.executable, "-c", code, *args]
     else:
         command = [sys.executable, "-m", "fsm_agent", *args]

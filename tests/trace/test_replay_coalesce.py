@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fsm_agent
-import fsm_agent.trace.replay as replay_module
-from fsm_agent.errors import MachineError
-from fsm_agent.events import (
+import fsm_agent._internal.trace.replay as replay_module
+from fsm_agent._internal.errors import MachineError
+from fsm_agent._internal.events import (
     AttemptClosed,
     AttemptFailed,
     FinishReason,
@@ -32,12 +32,12 @@ from fsm_agent.events import (
     StreamEnd,
     TextDelta,
 )
-from fsm_agent.guards import RequestContext
-from fsm_agent.request import RequestMachine
-from fsm_agent.trace.codec import encode_event
-from fsm_agent.trace.reader import DeltaRun, RequestTrace, read_trace
-from fsm_agent.trace.replay import recorded_settings, refeed
-from fsm_agent.trace.sinks import EventRecorder, MemorySink, write_request_header
+from fsm_agent._internal.guards import RequestContext
+from fsm_agent._internal.request import RequestMachine
+from fsm_agent._internal.trace.codec import encode_event
+from fsm_agent._internal.trace.reader import DeltaRun, RequestTrace, read_trace
+from fsm_agent._internal.trace.replay import recorded_settings, refeed
+from fsm_agent._internal.trace.sinks import EventRecorder, MemorySink, write_request_header
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 NAMES = sorted(path.stem for path in GOLDEN.glob("*.jsonl"))
@@ -176,7 +176,7 @@ def test_the_run_form_is_what_todays_sink_writes() -> None:
 # -- whitespace before visible text -------------------------------------------------------------------------
 def drive(events: list[tuple[object, float]], **chosen: Any) -> MemorySink:
     """A wire-recorded trace of a bare machine fed `events`; `AttemptClosed` fed when asked."""
-    from fsm_agent import actions as act
+    from fsm_agent._internal import actions as act
 
     sink = MemorySink(record_wire=True)
     recorder = EventRecorder(sink, "req")

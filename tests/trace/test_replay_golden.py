@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 import fsm_agent
-from fsm_agent.errors import ReplayMismatch
-from fsm_agent.trace.reader import read_trace
-from fsm_agent.trace.replay import new_machine, recorded_settings
-from fsm_agent.trace.whatif import Simulation
+from fsm_agent._internal.errors import ReplayMismatch
+from fsm_agent._internal.trace.reader import read_trace
+from fsm_agent._internal.trace.replay import new_machine, recorded_settings
+from fsm_agent._internal.trace.whatif import Simulation
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 NAMES = sorted(path.stem for path in GOLDEN.glob("*.jsonl"))

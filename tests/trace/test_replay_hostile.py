@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import fsm_agent
-from fsm_agent.cli.__main__ import main
+from fsm_agent._internal.cli.__main__ import main
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 BASE = GOLDEN / "tool-call-recovered.jsonl"
@@ -112,7 +112,7 @@ def test_a_corrupt_trace_exits_2_without_a_traceback(
 
 
 def test_format_report_escapes_what_it_is_given() -> None:
-    from fsm_agent.cli.replay_cmd import safe_text
+    from fsm_agent._internal.cli.replay_cmd import safe_text
 
     out = io.StringIO()
     out.write(safe_text(ESCAPES))

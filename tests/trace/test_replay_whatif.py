@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 import fsm_agent
-from fsm_agent.events import (
+from fsm_agent._internal.events import (
     AttemptClosed,
     AttemptFailed,
     FinishReason,
@@ -25,9 +25,9 @@ from fsm_agent.events import (
     StreamEnd,
     TextDelta,
 )
-from fsm_agent.guards import RequestContext
-from fsm_agent.request import RequestMachine
-from fsm_agent.trace.sinks import EventRecorder, MemorySink, write_request_header
+from fsm_agent._internal.guards import RequestContext
+from fsm_agent._internal.request import RequestMachine
+from fsm_agent._internal.trace.sinks import EventRecorder, MemorySink, write_request_header
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 
@@ -46,7 +46,7 @@ def records_only(name: str, tmp_path: Path) -> Path:
 def drive(events: list[tuple[object, float]], stale_timeout: float = 1.0, **settings: Any) -> MemorySink:
     """A wire-recorded trace of a bare machine fed `events`, driven as the sync driver would:
     `AttemptClosed` is fed whenever the machine asks for it."""
-    from fsm_agent import actions as act
+    from fsm_agent._internal import actions as act
 
     sink = MemorySink(record_wire=True)
     recorder = EventRecorder(sink, "req")

@@ -22,8 +22,8 @@ import pytest
 from helpers import INSTANT
 
 import fsm_agent
-from fsm_agent.errors import ErrorKind, TraceFormatError
-from fsm_agent.events import (
+from fsm_agent._internal.errors import ErrorKind, TraceFormatError
+from fsm_agent._internal.events import (
     AttemptFailed,
     FinishReason,
     ResponseMeta,
@@ -32,13 +32,13 @@ from fsm_agent.events import (
     ToolCallDelta,
     UsageReport,
 )
-from fsm_agent.guards import RequestContext
-from fsm_agent.request import RequestMachine
-from fsm_agent.result import Usage
+from fsm_agent._internal.guards import RequestContext
+from fsm_agent._internal.request import RequestMachine
+from fsm_agent._internal.result import Usage
+from fsm_agent._internal.trace.codec import RecordedError, RecordedResponse, decode_event, encode_event
+from fsm_agent._internal.trace.reader import MAX_LINE_BYTES, read_trace
+from fsm_agent._internal.trace.sinks import EventRecorder, JsonlSink, MemorySink, write_request_header
 from fsm_agent.testing import Emulator, Scenario
-from fsm_agent.trace.codec import RecordedError, RecordedResponse, decode_event, encode_event
-from fsm_agent.trace.reader import MAX_LINE_BYTES, read_trace
-from fsm_agent.trace.sinks import EventRecorder, JsonlSink, MemorySink, write_request_header
 
 ANSWER = "Port 8080, logs kept for 14 days."
 
@@ -57,7 +57,7 @@ def drive(sink: Any, events: list[tuple[object, float]], request_id: str = "req-
 
 
 def happy_events() -> list[tuple[object, float]]:
-    from fsm_agent.events import Start
+    from fsm_agent._internal.events import Start
 
     return [
         (Start(), 0.0),
@@ -322,7 +322,7 @@ def test_bad_events_are_refused_and_nothing_is_executed(tmp_path: Path, item: li
 
 
 def test_consecutive_deltas_are_written_as_runs_and_read_back_exactly(tmp_path: Path) -> None:
-    from fsm_agent.events import ReasoningDelta, Start
+    from fsm_agent._internal.events import ReasoningDelta, Start
 
     deltas: list[tuple[object, float]] = [(TextDelta(f"w{n} "), round(0.1 + n / 1e4, 6)) for n in range(2500)]
     events = [
@@ -365,7 +365,7 @@ def test_consecutive_deltas_are_written_as_runs_and_read_back_exactly(tmp_path: 
 
 
 def test_a_stream_cut_short_of_its_end_marker_replays_as_the_error_it_was() -> None:
-    from fsm_agent.events import Start
+    from fsm_agent._internal.events import Start
 
     sink = MemorySink(record_wire=True)
     drive(sink, [(Start(), 0.0), (TextDelta("Port 8080"), 0.1), (StreamEnd(2, 0, complete=False), 0.2)])

@@ -26,7 +26,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fsm_agent
-from fsm_agent.providers import bedrock
+from fsm_agent._internal.providers import bedrock
+from fsm_agent._internal.wire.eventstream import (
+    MAX_HEADERS_LENGTH,
+    MAX_PAYLOAD_LENGTH,
+    EventStreamDecodeError,
+    EventStreamDecoder,
+)
 from fsm_agent.testing.eventstream import (
     TypedHeader,
     corrupt_crc,
@@ -34,12 +40,6 @@ from fsm_agent.testing.eventstream import (
     encode_message,
     event_message,
     exception_message,
-)
-from fsm_agent.wire.eventstream import (
-    MAX_HEADERS_LENGTH,
-    MAX_PAYLOAD_LENGTH,
-    EventStreamDecodeError,
-    EventStreamDecoder,
 )
 
 # -- the decoder against botocore's reader -------------------------------------------------------------

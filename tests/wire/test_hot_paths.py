@@ -21,13 +21,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fsm_agent.errors import ProviderStreamError
-from fsm_agent.events import ResponseMeta, TextDelta, ToolCallDelta
-from fsm_agent.providers.anthropic_events import AnthropicTranslator
-from fsm_agent.providers.openai_chat import ChatTranslator
-from fsm_agent.wire import shapes
-from fsm_agent.wire.shapes import parse_json
-from fsm_agent.wire.sse import SSEDecodeError, SSEDecoder
+from fsm_agent._internal.errors import ProviderStreamError
+from fsm_agent._internal.events import ResponseMeta, TextDelta, ToolCallDelta
+from fsm_agent._internal.providers.anthropic_events import AnthropicTranslator
+from fsm_agent._internal.providers.openai_chat import ChatTranslator
+from fsm_agent._internal.wire import shapes
+from fsm_agent._internal.wire.shapes import parse_json
+from fsm_agent._internal.wire.sse import SSEDecodeError, SSEDecoder
 
 JSON = st.recursive(
     st.none()

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fsm_agent.partial_json import PartialJson, PartialJsonError
+from fsm_agent._internal.partial_json import PartialJson, PartialJsonError
 
 scalars = (
     st.none()
@@ -190,7 +190,7 @@ def test_each_character_is_read_a_bounded_number_of_times() -> None:
 
 def test_nesting_deeper_than_max_depth_is_refused() -> None:
     """An adversarial `[[[[…` cannot make every value() cost its depth: refused like invalid JSON."""
-    from fsm_agent.partial_json import MAX_DEPTH
+    from fsm_agent._internal.partial_json import MAX_DEPTH
 
     reader = PartialJson()
     reader.feed("[" * MAX_DEPTH + "1" + "]" * MAX_DEPTH)

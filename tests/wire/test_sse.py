@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fsm_agent.wire.sse import SSEDecodeError, SSEDecoder, SSEFrame
+from fsm_agent._internal.wire.sse import SSEDecodeError, SSEDecoder, SSEFrame
 
 BOM = b"\xef\xbb\xbf"
 

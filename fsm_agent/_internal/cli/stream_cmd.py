@@ -15,9 +15,9 @@ import argparse
 import sys
 from typing import Any
 
+from ...testing.registry import DEMOS, get_scenarios
 from ..providers import APIS
 from ..routes import Route
-from ..testing.registry import DEMOS, get_scenarios
 from .args import non_negative_int, positive_seconds
 from .clients import (
     EMULATOR_MODELS,
@@ -124,7 +124,7 @@ def _stream_emulated(
 ) -> int:
     import contextlib
 
-    from ..testing import Emulator
+    from ...testing import Emulator
 
     try:
         script = get_scenarios(args.emulator)

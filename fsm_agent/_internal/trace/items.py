@@ -4,7 +4,7 @@ An item is `[t, kind]`, `[t, kind, payload]`, or a run of text (reasoning) delta
 `[t, kind, [text, …], [t, …]]` (docs/trace-format.md). Consecutive deltas of one kind, in either
 form, become one `DeltaRun`: their texts and times as plain lists (straight from the JSON decoder
 for a run), with no object per delta, which is what makes reading a wire recording cheap. Every
-value is checked and only copied into `fsm_agent.events` dataclasses; a defect raises
+value is checked and only copied into `fsm_agent._internal.events` dataclasses; a defect raises
 `CodecError` naming the item. Never performs I/O, never imports or evaluates anything it reads.
 """
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ...testing.registry import DEFAULT_DEMO, DEMO_PROMPT, DEMO_TOOLS, DEMOS, Demo, get_demo
 from ..providers import APIS
 from ..routes import Route
-from ..testing.registry import DEFAULT_DEMO, DEMO_PROMPT, DEMO_TOOLS, DEMOS, Demo, get_demo
 from .args import non_negative_seconds, positive_seconds
 from .clients import (
     EMULATOR_FALLBACK_MODELS,
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 def _play(demo: Demo, args: argparse.Namespace) -> int:
     import contextlib
 
-    from ..testing import Emulator
+    from ...testing import Emulator
 
     api: str = args.api
     trace_path = args.trace or new_trace_path("demo")

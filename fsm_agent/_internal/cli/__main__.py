@@ -30,11 +30,11 @@ INTERRUPTED = 130
 BROKEN_PIPE = 141
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("fsm_agent.cli.demo", "run a streaming request against the built-in emulator, live"),
-    "stream": ("fsm_agent.cli.stream_cmd", "stream from a real provider with the live display"),
-    "emulate": ("fsm_agent.cli.emulate_cmd", "run the provider emulator in the foreground"),
-    "replay": ("fsm_agent.cli.replay_cmd", "replay a transition trace offline"),
-    "diagram": ("fsm_agent.cli.diagram_cmd", "write the state diagrams of the machine"),
+    "demo": ("fsm_agent._internal.cli.demo", "run a streaming request against the built-in emulator, live"),
+    "stream": ("fsm_agent._internal.cli.stream_cmd", "stream from a real provider with the live display"),
+    "emulate": ("fsm_agent._internal.cli.emulate_cmd", "run the provider emulator in the foreground"),
+    "replay": ("fsm_agent._internal.cli.replay_cmd", "replay a transition trace offline"),
+    "diagram": ("fsm_agent._internal.cli.diagram_cmd", "write the state diagrams of the machine"),
 }
 # Subcommands that run a Session, and so read the FSM_AGENT_STREAM_* variables.
 _READ_ENVIRONMENT = frozenset({"demo", "stream"})
@@ -51,7 +51,7 @@ def _available() -> dict[str, tuple[str, str]]:
 def _version() -> str:
     import platform
 
-    from .. import __version__
+    from ... import __version__
 
     return f"fsm-agent {__version__} (Python {platform.python_version()})"
 

@@ -3,7 +3,7 @@
 Encoding keeps every fact the machine reads and the content a replay reproduces (text, reasoning,
 tool-call fragments); it drops what cannot be written safely: SDK response objects are reduced to
 their type name, error messages are redacted (TR-5). Decoding builds only the event dataclasses of
-`fsm_agent.events` from checked primitive values: nothing in a trace is ever imported, evaluated or
+`fsm_agent._internal.events` from checked primitive values: nothing in a trace is ever imported, evaluated or
 unpickled (TR-6). A foreign exception comes back as a `RecordedError` subclass that bears the
 recorded class name and carries the recorded `ErrorKind`, so the guards decide as they did.
 Never performs I/O.

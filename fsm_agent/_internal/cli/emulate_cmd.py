@@ -15,7 +15,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from ..testing.registry import get_scenarios, scenario_names, serve_forever
+from ...testing.registry import get_scenarios, scenario_names, serve_forever
 from ..trace.timeline import safe_text
 from .args import non_negative_seconds, port_number
 
