@@ -36,7 +36,7 @@ with Emulator() as emu:
     session = fsm_agent.Session(telemetry=sys.argv[1] == "blocked")
     result = session.stream(client, {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]})
     client.close()
-ours = ("opentelemetry", "fsm_agent.telemetry", "fsm_agent.telemetry_attributes")
+ours = ("opentelemetry", "fsm_agent._internal.telemetry", "fsm_agent._internal.telemetry_attributes")
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ours or m in ours)
 print(json.dumps({"content": result.content, "attempts": result.attempts, "loaded": loaded}))
 """

@@ -10,12 +10,17 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from fsm_agent.telemetry_attributes import input_attributes, output_messages, request_attributes, server_of
 from opentelemetry.trace import StatusCode
 from otel_support import Otel, otel
 
 from fsm_agent._internal.result import StreamResult, ToolCall, Usage
 from fsm_agent._internal.telemetry import Telemetry
+from fsm_agent._internal.telemetry_attributes import (
+    input_attributes,
+    output_messages,
+    request_attributes,
+    server_of,
+)
 from fsm_agent._internal.trace.records import TransitionRecord
 
 __all__ = ["otel"]
