@@ -215,7 +215,7 @@ def test_success(otel: Otel, emulator: Emulator, api: Api) -> None:
         ("end", "finishing", "done"),
     ]
     start = root.events[0].attributes
-    assert start["fsm_agent._internal.guards"] == (
+    assert start["fsm_agent.guards"] == (
         "breaker_tripped=false",
         "cooldown_too_long=false",
         "cooling_down=false",
