@@ -65,6 +65,7 @@ docs: $(DOCS_STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check fsm_agent tests bench examples
+	$(PY) -m ruff format --check fsm_agent tests bench examples
 	$(PY) -m mypy
 
 diagrams: $(DEMO_STAMP)

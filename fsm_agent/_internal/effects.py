@@ -38,8 +38,7 @@ def dropped_tool_warning(names: list[str]) -> str:
     if len(names) > 3:
         shown += f" +{len(names) - 3} more"
     return (
-        f"\n\n⚠ Stream stalled mid tool-call ({shown}); the action was not executed. "
-        "Ask again to retry it."
+        f"\n\n⚠ Stream stalled mid tool-call ({shown}); the action was not executed. Ask again to retry it."
     )
 
 

@@ -91,6 +91,7 @@ _ARGS_MAY_WAIT = frozenset(
     }
 )
 
+
 def _event_summary(event: object) -> dict[str, Any]:
     """The event that fired a trigger, as a record field (no content: TR-5)."""
     summary: dict[str, Any] = {"kind": type(event).__name__}
@@ -304,9 +305,7 @@ class RequestMachine:
 
     def _finished_response(self, event: FinishedResponse, t: float) -> tuple[Output, ...]:
         self.ctx.finished_response = event.response
-        self._set_error(
-            StreamingUnsupportedError("the client answered stream=True with a finished response")
-        )
+        self._set_error(StreamingUnsupportedError("the client answered stream=True with a finished response"))
         return self._fire("finished_response", event, t)
 
     # -- timer and control events -----------------------------------------------------------------
@@ -469,5 +468,3 @@ class RequestMachine:
         if self._on_record is not None:
             self._on_record(record)
         return tuple(outputs)
-
-

@@ -35,6 +35,7 @@ __all__ = ["RequestPlan", "Session"]
 
 _UNSUPPORTED_MODES = ("fallback", "raise")
 
+
 class Session:
     """Runs streaming requests as state machines, and remembers what it learns about providers.
 

@@ -88,6 +88,7 @@ class ScriptedUsage:
 
 Usage = ScriptedUsage
 
+
 @dataclass(frozen=True)
 class ChatShape:
     """Chat-Completions-only variations seen from OpenAI-compatible hosts.

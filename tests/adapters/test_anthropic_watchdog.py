@@ -112,5 +112,3 @@ def test_res11_interrupt_during_a_stall(leaks: LeakCheck, spy: AttemptSpy, where
 
 
 # -- WD-3: the stale streak and the breaker --------------------------------------------------------------
-
-

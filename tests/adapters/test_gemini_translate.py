@@ -46,8 +46,10 @@ CHUNKS = [
     chunk([{"text": "Checking Zürich 😀 "}]),
     chunk(
         [
-            {"functionCall": {"name": "get_weather", "args": {"city": "Zürich", "n": [1, 2]}},
-             "thoughtSignature": SIGNATURE},
+            {
+                "functionCall": {"name": "get_weather", "args": {"city": "Zürich", "n": [1, 2]}},
+                "thoughtSignature": SIGNATURE,
+            },
             {"functionCall": {"name": "get_time", "args": {"tz": "UTC"}, "id": "fc-7"}},
         ]
     ),

@@ -265,5 +265,3 @@ def test_stall_not_retried_raises_and_counts(leaks: LeakCheck) -> None:
     assert time.monotonic() - started < 0.3 + PROMPTLY
     assert session.stale_streak == 1
     leaks.assert_clean()
-
-

@@ -265,6 +265,7 @@ def test_the_status_bar_counts_a_wait_down() -> None:
     p.transition(record("waiting", "connecting", 1))
     assert p.wait_left() is None and "waiting" not in view._status_bar().plain.split("│")[0]
 
+
 def test_compact_value_shows_partial_arguments_on_one_bounded_line() -> None:
     """ACC-11 in the live view: a long string by its growing end and its length, big containers by
     their first entries, deep ones elided; one line, cut to the width."""

@@ -19,8 +19,14 @@ def test_provider_down_switches_to_the_fallback_route(tmp_path: Path) -> None:
         {
             "demo": command("demo", "provider-down", "--frame-delay", "0.005", "--trace", str(trace)),
             "stream": command(
-                "stream", "--emulator", "provider-down", "--fallback", "anthropic_messages:claude-emulator-2",
-                "--api", "responses", "where does it listen?",
+                "stream",
+                "--emulator",
+                "provider-down",
+                "--fallback",
+                "anthropic_messages:claude-emulator-2",
+                "--api",
+                "responses",
+                "where does it listen?",
             ),
         }
     )

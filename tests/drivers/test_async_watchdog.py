@@ -24,6 +24,7 @@ __all__ = ["aleaks"]
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
+
 def test_wd4_timer_wakes_at_deadlines_only() -> None:
     """The stall timer is re-aimed lazily: 50 touches in 0.25 s cost no timer work, only a wake-up
     at each deadline passed, and it fires on the deadline measured from the last touch. On the

@@ -23,6 +23,7 @@ from fsm_agent.testing import KeepaliveOnly, NonStreamingBody, Scenario, Stall
 leaks = helpers.leaks
 spy = helpers.spy
 
+
 def stream(leaks: LeakCheck, session: fsm_agent.Session, got: Collect, **kwargs: Any) -> Any:
     client = kwargs.pop("client", None) or (leaks.clients[0] if leaks.clients else leaks.client())
     return session.stream(client, params(), **got.callbacks(activity=True), **kwargs)

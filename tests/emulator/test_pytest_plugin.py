@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = "fsm_agent.testing.pytest_plugin"
 
-USER_TEST = '''
+USER_TEST = """
 import openai
 import fsm_agent
 from fsm_agent.testing import Scenario
@@ -32,7 +32,7 @@ def test_my_agent_survives_a_cut(emulator):
 
 def test_more_emulators(emulator_factory):
     assert emulator_factory().base_url != emulator_factory().base_url
-'''
+"""
 
 
 def test_the_entry_point_is_declared() -> None:

@@ -316,7 +316,9 @@ def test_a_healthy_success_writes_nothing() -> None:
 def test_endpoint_keys_drop_credentials_and_tell_endpoints_apart() -> None:
     client = SimpleNamespace(base_url="https://user:secret@api.example.com:8443/v1/?key=x")
     assert base_url_of(client) == "https://api.example.com:8443/v1"
-    boto = SimpleNamespace(meta=SimpleNamespace(endpoint_url="https://bedrock-runtime.us-east-1.amazonaws.com"))
+    boto = SimpleNamespace(
+        meta=SimpleNamespace(endpoint_url="https://bedrock-runtime.us-east-1.amazonaws.com")
+    )
     assert base_url_of(boto) == "https://bedrock-runtime.us-east-1.amazonaws.com"
     assert endpoint_key("responses", client, "gpt-5") != endpoint_key("responses", client, "gpt-4.1")
     assert base_url_of(object()) == ""

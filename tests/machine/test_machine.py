@@ -386,8 +386,18 @@ def test_every_transition_is_one_structlog_record_with_fsm5_fields() -> None:
         m.feed(StreamEnd(frames=52), 0.3)
     transitions = [entry for entry in logs if entry["event"] == "transition"]
     assert len(transitions) == len(m.records) == 4
-    fields = {"request_id", "attempt", "seq", "t", "trigger", "source", "dest", "guards",
-              "visible_chars", "tools_in_flight"}
+    fields = {
+        "request_id",
+        "attempt",
+        "seq",
+        "t",
+        "trigger",
+        "source",
+        "dest",
+        "guards",
+        "visible_chars",
+        "tools_in_flight",
+    }
     for entry in transitions:
         assert fields <= entry.keys()
         assert entry["request_id"] == "r-1"

@@ -47,6 +47,7 @@ def _names(folder: Path) -> list[str]:
     assert names, f"no traces in {folder}"
     return names
 
+
 # The machine: the only modules that may move a state or ask a guard.
 MACHINE_MODULES = {"machine.py", "request.py"}
 MACHINE_DIR = Path(machine_module.__file__).resolve().parent  # where the machine lives

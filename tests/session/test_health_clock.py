@@ -119,9 +119,10 @@ def test_a_clock_stepped_forward_only_shortens(store: HealthStore) -> None:
 def test_another_process_with_a_clock_an_hour_behind_is_bounded(
     redis_server: RedisServer, redis_prefix: str
 ) -> None:
-    with RedisHealth(redis_server.url, prefix=redis_prefix, timeout=1.0) as here, RedisHealth(
-        redis_server.url, prefix=redis_prefix, timeout=1.0
-    ) as there:
+    with (
+        RedisHealth(redis_server.url, prefix=redis_prefix, timeout=1.0) as here,
+        RedisHealth(redis_server.url, prefix=redis_prefix, timeout=1.0) as there,
+    ):
         ours = Clock()
         trip(here, ours)
         behind = Clock()

@@ -155,9 +155,10 @@ def test_redis_killed_mid_run_then_restarted(
         Scenario.build("Two."),  # the same request again, without stream_options (RES-8)
         then=Scenario.build("Three."),
     )
-    with caplog.at_level(logging.INFO, logger="fsm_agent"), fsm_agent.RedisHealth(
-        fresh_redis_server.url, retry_interval=0.2
-    ) as health:
+    with (
+        caplog.at_level(logging.INFO, logger="fsm_agent"),
+        fsm_agent.RedisHealth(fresh_redis_server.url, retry_interval=0.2) as health,
+    ):
         worker = session(health)
         assert worker.stream(client, PARAMS).content == "One."
         fresh_redis_server.kill()
@@ -265,9 +266,10 @@ def test_a_trip_queued_during_an_outage_reaches_the_other_process(
     request writes the queue back first; then process A is refused without sending anything."""
     stall = Scenario.build("never sent", faults=[Stall(0, seconds=30.0, then="drop")])
     emulator.script(Scenario.build("One."), then=stall)
-    with caplog.at_level(logging.INFO, logger="fsm_agent"), fsm_agent.RedisHealth(
-        fresh_redis_server.url, prefix="fleet", retry_interval=0.2
-    ) as health:
+    with (
+        caplog.at_level(logging.INFO, logger="fsm_agent"),
+        fsm_agent.RedisHealth(fresh_redis_server.url, prefix="fleet", retry_interval=0.2) as health,
+    ):
         worker = session(health, **BREAKER)
         assert worker.stream(client, PARAMS).content == "One."
         fresh_redis_server.kill()
@@ -319,9 +321,10 @@ def test_200_concurrent_async_requests_use_the_pool_and_keep_redis_shared(
             await client.close()
 
     watcher = threading.Thread(target=watch)
-    with caplog.at_level(logging.WARNING, logger="fsm_agent"), fsm_agent.RedisHealth(
-        fresh_redis_server.url
-    ) as health:
+    with (
+        caplog.at_level(logging.WARNING, logger="fsm_agent"),
+        fsm_agent.RedisHealth(fresh_redis_server.url) as health,
+    ):
         watcher.start()
         try:
             results = asyncio.run(run(health))

@@ -278,9 +278,7 @@ def test_a_primary_whose_breaker_is_open_is_skipped_at_once(pair: Pair) -> None:
 
 
 def test_a_primary_cooling_down_is_waited_for_or_skipped(pair: Pair) -> None:
-    pair.primary.script(
-        Scenario.build(faults=[HttpError(429, retry_after=0.4)]), then=Scenario.build(ANSWER)
-    )
+    pair.primary.script(Scenario.build(faults=[HttpError(429, retry_after=0.4)]), then=Scenario.build(ANSWER))
     pair.second.script(Scenario.build(ANSWER))
     health = fsm_agent.MemoryHealth()
     routes = pair.routes()

@@ -44,11 +44,7 @@ def _modules(distributions: set[str]) -> set[str]:
 def test_required_dependencies_are_exactly_what_every_install_imports() -> None:
     required = _names(PROJECT["dependencies"])
     extras = set().union(
-        *(
-            _names(reqs)
-            for name, reqs in PROJECT["optional-dependencies"].items()
-            if name not in TOOLING
-        )
+        *(_names(reqs) for name, reqs in PROJECT["optional-dependencies"].items() if name not in TOOLING)
     )
     imported = _imported_roots()
     assert _modules(required) <= imported, "a required dependency the package never imports"

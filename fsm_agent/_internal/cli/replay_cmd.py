@@ -21,6 +21,7 @@ from .args import non_negative_int, non_negative_seconds, positive_int, positive
 
 __all__ = ["add_arguments", "format_report", "run", "safe_text", "terminal_width"]
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a trace file (JSON Lines) written with Session(trace=…)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -44,6 +44,7 @@ log = logging.getLogger("fsm_agent")
 _CLOSE_LIMIT = 2.0  # how long a close may still run once a cancellation has cut in
 _orphans: set[asyncio.Task[None]] = set()  # closes outliving their request, kept from the GC
 
+
 async def make_client(factory: Callable[[], Any]) -> Any:
     """A client from the caller's factory, without blocking the loop: a coroutine function is
     awaited; a plain one runs in a worker thread (building a client may import an SDK, read

@@ -163,4 +163,3 @@ def check_callbacks(callbacks: tuple[Any, ...], interrupt: Any) -> None:
             "interrupt must be a threading.Event (or an object with is_set()), "
             f"not {type(interrupt).__name__}"
         )
-

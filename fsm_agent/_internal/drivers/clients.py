@@ -119,7 +119,6 @@ def check_client(client: Any, *, in_async: bool, api: str | None = None) -> None
         )
 
 
-
 def looks_like_client(obj: Any) -> bool:
     """An SDK client (as opposed to a zero-argument factory that makes one)."""
     cls = type(obj)
@@ -134,4 +133,3 @@ def looks_like_client(obj: Any) -> bool:
     if found and _fixed_shape(cls):
         _client_classes.add(cls)
     return found
-

@@ -46,7 +46,6 @@ def failure_event(
     return AttemptFailed(exc, hint=hint[0], hint_source=hint[1])
 
 
-
 _TIMEOUT_NAMES = frozenset({"ReadTimeout", "APITimeoutError", "TimeoutException", "ReadTimeoutError"})
 
 

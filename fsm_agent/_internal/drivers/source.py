@@ -109,4 +109,3 @@ async def _aclose_client(client: Any) -> None:
                 await closing
         except Exception:
             log.debug("closing a factory-made client raised", exc_info=True)
-

@@ -294,4 +294,3 @@ class GeminiAdapter:
             return await aread_json_body(http.content.iter_any(), _as_body, max_bytes)
         finally:
             http.release()
-
