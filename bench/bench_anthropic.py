@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -123,20 +122,6 @@ def run_sdk(client: Any, text: str, payload: str) -> None:
     assert message.content[1].input["text"] == json.loads(payload)["text"]  # type: ignore[union-attr]
 
 
-def interleaved_medians(*runs: Callable[[], object], rounds: int = 5) -> list[float]:
-    """Median time of each function over `rounds` rounds, taken in turn, so that a machine whose
-    load changes during the benchmark weighs on every contender alike."""
-    for fn in runs:  # warm up: first-use costs (imports, connection setup) are not per-event costs
-        fn()
-    times: list[list[float]] = [[] for _ in runs]
-    for _ in range(rounds):
-        for fn, taken in zip(runs, times, strict=True):
-            start = time.perf_counter()
-            fn()
-            taken.append(time.perf_counter() - start)
-    return [statistics.median(taken) for taken in times]
-
-
 def per_event_cost() -> None:
     body, text, payload = anthropic_body(text_events=20_000, args_total=200_000, fragments=1_000)
     events = body.count(b"\n\n")
@@ -169,10 +154,13 @@ def linear_growth() -> None:
         body, _, payload = anthropic_body(text_events=0, args_total=size, fragments=size // 200)
         client = memory_anthropic_client(body)
         session = fsm_agent.Session()
-        ours[size], sdk[size] = interleaved_medians(
-            lambda c=client, p=payload, s=session: run_session(c, "", p, s),
-            lambda c=client, p=payload: run_sdk(c, "", p),
-            rounds=9,  # the 100 KB run takes a few ms: more rounds steady its median
+        ours[size], sdk[size] = map(
+            statistics.median,
+            interleaved_times(
+                lambda c=client, p=payload, s=session: run_session(c, "", p, s),
+                lambda c=client, p=payload: run_sdk(c, "", p),
+                rounds=9,  # the 100 KB run takes a few ms: more rounds steady its median
+            ),
         )
         print(
             f"  {size:>9,} bytes: session.stream() {ours[size] * 1e3:8.1f} ms    "

@@ -18,14 +18,13 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import split_bytes
+from _common import interleaved_times, split_bytes
 
 import fsm_agent
 from fsm_agent._internal.actions import OpenAttempt
@@ -106,20 +105,6 @@ def run_sdk(client: Any, text: str, calls: int) -> None:
     assert "".join(texts) == text and found == calls
 
 
-def interleaved(*runs: Callable[[], object], rounds: int = 5) -> list[list[float]]:
-    """Each function's times over `rounds` rounds, taken in turn, so that a machine whose load
-    changes during the benchmark weighs on every contender alike."""
-    for fn in runs:  # warm up: first-use costs (imports, connection setup) are not per-chunk costs
-        fn()
-    times: list[list[float]] = [[] for _ in runs]
-    for _ in range(rounds):
-        for fn, taken in zip(runs, times, strict=True):
-            start = time.perf_counter()
-            fn()
-            taken.append(time.perf_counter() - start)
-    return times
-
-
 def _row(label: str, taken: list[float], per: int, unit: str) -> str:
     med = statistics.median(taken)
     return (
@@ -140,7 +125,7 @@ def per_chunk_cost() -> None:
             if block:
                 json.loads(block[6:])
 
-    a, o, b, c = interleaved(
+    a, o, b, c = interleaved_times(
         lambda: run_session(client, text, calls, session),
         lambda: run_session(objects, text, calls, session),
         lambda: run_sdk(client, text, calls),
@@ -180,7 +165,7 @@ def short_request() -> None:
             attempt.close()
         assert events
 
-    a, d, b = interleaved(
+    a, d, b = interleaved_times(
         many(lambda: run_session(client, text, calls, session)),
         many(run_adapter),
         many(lambda: run_sdk(client, text, calls)),

@@ -25,14 +25,13 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import chat_chunk
+from _common import chat_chunk, interleaved_times
 
 import fsm_agent
 from fsm_agent._internal.partial_json import PartialJson
@@ -211,20 +210,6 @@ def run_anthropic_sdk(client: Any, payload: str) -> None:
 
 
 # -- measuring -----------------------------------------------------------------------------------------------
-def interleaved(*runs: Callable[[], object], rounds: int) -> list[list[float]]:
-    """Each function's times over `rounds` rounds taken in turn (after one warm-up run each), so a
-    machine whose load changes weighs on every contender alike."""
-    for fn in runs:
-        fn()
-    times: list[list[float]] = [[] for _ in runs]
-    for _ in range(rounds):
-        for fn, taken in zip(runs, times, strict=True):
-            start = time.perf_counter()
-            fn()
-            taken.append(time.perf_counter() - start)
-    return times
-
-
 def shown(times: list[float], per: int = 1, unit: float = 1e3, width: int = 8) -> str:
     median = statistics.median(times) * unit / per
     low, high = min(times) * unit / per, max(times) * unit / per
@@ -240,7 +225,7 @@ def linear_growth() -> None:
         for size in (100_000, 1_000_000):
             payload = arguments(size)
             client = openai_client(chat_frames(payload), read_size)
-            watched, plain = interleaved(
+            watched, plain = interleaved_times(
                 lambda c=client, p=payload: run_session(c, CHAT_PARAMS, p, True),
                 lambda c=client, p=payload: run_session(c, CHAT_PARAMS, p, False),
                 rounds=9,
@@ -270,7 +255,7 @@ def per_fragment() -> None:
         expected = json.loads(payload)
         frames = anthropic_frames(payload)
         ours, sdk = anthropic_client(frames), anthropic_client(frames)
-        times = interleaved(
+        times = interleaved_times(
             lambda p=pieces, e=expected: run_reader(p, e),
             lambda p=pieces, e=expected: run_jiter(p, e),
             lambda c=ours, p=payload: run_session(c, ANTHROPIC_PARAMS, p, True),
