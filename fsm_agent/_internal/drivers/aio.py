@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from functools import cached_property, partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import actions as act
 from ..errors import MachineError
@@ -34,10 +34,7 @@ from .clients import is_async_client
 from .core import Decided, DriverCore, finished_events
 from .pump import NOTICES, Pump
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["AsyncDriver", "close_shielded", "is_async_client", "make_client"]
+__all__ = ["AsyncDriver", "close_shielded", "make_client"]
 
 log = logging.getLogger("fsm_agent")
 

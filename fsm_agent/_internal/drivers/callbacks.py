@@ -93,10 +93,6 @@ class Callbacks:
             raise CallbackError(exc) from exc
         return None
 
-    @property
-    def watches_tool_args(self) -> bool:
-        return self._tool_args is not None
-
     def status(self, message: str) -> Any:
         if self._status is not None:
             try:
