@@ -96,7 +96,17 @@ class EmptyStreamError(FsmAgentError):
 
 class IncompleteStreamError(FsmAgentError):
     """The stream ended with no finish reason, while a tool call was being built or without the
-    provider's end marker: what arrived may be truncated (transient)."""
+    provider's end marker: what arrived may be truncated (transient).
+
+    Raised to the caller by `Recovery(final="raise")` (RC-5) when an answer was lost after
+    visible text: `partial` is the text shown, `result` the stub `StreamResult` (incomplete);
+    `__cause__` is the error that lost it. Both are None when it only ended one attempt.
+    """
+
+    def __init__(self, message: str, *, partial: str | None = None, result: Any = None) -> None:
+        super().__init__(message)
+        self.partial = partial
+        self.result = result
 
 
 class StreamStalledError(FsmAgentError, TimeoutError):

@@ -233,6 +233,7 @@ class RouteLoaded(Frozen):
         "breaker_retry_at",
         "cooldown_s",
         "index",
+        "prefill_refused",
         "stale_streak",
         "stream_options_unsupported",
         "streaming_disabled",
@@ -244,6 +245,7 @@ class RouteLoaded(Frozen):
     cooldown_s: float  # BO-6: how long that endpoint's cooldown still runs
     breaker_probe: bool  # BO-7: this request holds that endpoint's half-open probe
     breaker_retry_at: float | None  # BO-7: when that endpoint's next probe is allowed
+    prefill_refused: bool  # RC-3: that endpoint refused an assistant prefill before
 
     def __init__(
         self,
@@ -254,8 +256,10 @@ class RouteLoaded(Frozen):
         cooldown_s: float = 0.0,
         breaker_probe: bool = False,
         breaker_retry_at: float | None = None,
+        prefill_refused: bool = False,
     ) -> None:
         set_field(self, "index", index)
+        set_field(self, "prefill_refused", prefill_refused)
         set_field(self, "stale_streak", stale_streak)
         set_field(self, "streaming_disabled", streaming_disabled)
         set_field(self, "stream_options_unsupported", stream_options_unsupported)

@@ -193,6 +193,18 @@ class CorruptCrc:
     kind: str | None = None
 
 
+@dataclass(frozen=True)
+class RefusePrefill:
+    """A request that ends with an assistant prefill (Anthropic and Bedrock: a last message of
+    role ``assistant``; Chat Completions: one marked ``"prefix": true``) gets HTTP ``status``
+    with the wire's error body, for the models in ``models`` (None: every model). Requests
+    without a prefill are served normally (RC-3)."""
+
+    models: tuple[str, ...] | None = None
+    status: int = 400
+    message: str = "This model does not support assistant message prefill."
+
+
 Fault = (
     DropAfter
     | DropMidFrame
@@ -211,4 +223,5 @@ Fault = (
     | NoBlockStop
     | BedrockAccessDenied
     | CorruptCrc
+    | RefusePrefill
 )

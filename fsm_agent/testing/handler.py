@@ -34,7 +34,7 @@ from fsm_agent.testing.frames import (
     position,
     status_message,
 )
-from fsm_agent.testing.scenario import Scenario
+from fsm_agent.testing.scenario import Scenario, continued, prefill_of
 
 if TYPE_CHECKING:
     from fsm_agent.testing.server import EmulatorServer
@@ -185,6 +185,16 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self._send_bytes(status, data, "application/json", headers or {})
 
     def _serve(self, sc: Scenario, wire: Wire, ctx: RequestContext) -> None:
+        prefill = prefill_of(ctx.api, ctx.body)
+        if prefill is not None:  # RC-3: refused per model, or continued
+            refuse = sc.fault(F.RefusePrefill)
+            model = ctx.body.get("model") or ctx.model_id
+            if refuse is not None and (refuse.models is None or model in refuse.models):
+                body, headers = wire.error_body(refuse.status, refuse.message)
+                self._send_json(refuse.status, body, headers)
+                return
+            if sc.continues:
+                sc = continued(sc, prefill)
         err = sc.fault(F.HttpError)
         if err is not None and (ctx.stream or not err.stream_only):
             extra = {**hint_headers(err), **err.headers}
