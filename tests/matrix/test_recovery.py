@@ -320,3 +320,34 @@ def test_fault_matrix_a_cut_after_every_frame(lane: Lane, ladder: str) -> None:
             assert result.incomplete and SHORT.startswith(result.content or ""), (index, result)
     lane.assert_closed_once(opened)
     lane.assert_clean()
+
+
+@lanes(("anthropic",), ("sync",))
+def test_a_rescued_request_replays_as_recorded(lane: Lane, tmp_path: Any) -> None:
+    lane.emulator.script(
+        cut(), Scenario.build(WHOLE, continues=True, faults=[RefusePrefill()]), then=Scenario.build(WHOLE)
+    )
+    path = tmp_path / "trace.jsonl"
+    session = fsm_agent.Session(
+        backoff=INSTANT, trace=str(path), recovery=fsm_agent.Recovery(continue_=True, restart=True)
+    )
+    result = stream(lane, session, Watch())
+    assert result.content == WHOLE
+    session.trace.close()
+    report = fsm_agent.replay(str(path))
+    assert report.matched, report.first_mismatch
+    lane.assert_clean()
+
+
+@lanes(("anthropic",), ("sync",))
+def test_rc3_a_refused_prefill_is_learned_for_the_endpoint(lane: Lane) -> None:
+    session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(continue_=True, restart=True))
+    lane.emulator.script(cut(), Scenario.build(WHOLE, faults=[RefusePrefill()]), then=Scenario.build(WHOLE))
+    assert stream(lane, session, Watch()).content == WHOLE
+    lane.emulator.script(cut(), then=Scenario.build(WHOLE))
+    got = Watch()
+    assert stream(lane, session, got).content == WHOLE
+    later = lane.emulator.requests[3:]
+    assert len(later) == 2 and _prefill_of(later[1])["role"] == "user"  # restarted, not asked to continue
+    assert got.segments() == [SHOWN_AFTER_2, WHOLE]
+    lane.assert_clean()
