@@ -59,21 +59,29 @@ class ToolArgs(Frozen):
 
 
 class OpenAttempt(Frozen):
-    """Open an attempt; `prefill` (RC-3): the shown text the endpoint is asked to continue."""
+    """Open an attempt; `prefill` (RC-3): the shown text the endpoint is asked to continue;
+    `resume` (RC-2): read the stored response `(id, cursor)` from after event `cursor` instead."""
 
-    __slots__ = ("attempt", "buffer_tool_input", "prefill", "stream_options")
+    __slots__ = ("attempt", "buffer_tool_input", "prefill", "resume", "stream_options")
     attempt: int
     stream_options: bool
     buffer_tool_input: bool
     prefill: str | None
+    resume: tuple[str, int] | None
 
     def __init__(
-        self, attempt: int, stream_options: bool, buffer_tool_input: bool, prefill: str | None = None
+        self,
+        attempt: int,
+        stream_options: bool,
+        buffer_tool_input: bool,
+        prefill: str | None = None,
+        resume: tuple[str, int] | None = None,
     ) -> None:
         set_field(self, "attempt", attempt)
         set_field(self, "stream_options", stream_options)
         set_field(self, "buffer_tool_input", buffer_tool_input)
         set_field(self, "prefill", prefill)
+        set_field(self, "resume", resume)
 
 
 class CloseAttempt(Frozen):

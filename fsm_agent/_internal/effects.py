@@ -76,15 +76,19 @@ def open_attempt(m: RequestMachine) -> tuple[act.Action, ...]:
         m.attempt_usage.append(attempt_cost(m))
     ctx.new_attempt()
     m.acc = Accumulator(m.watch_tool_args)
+    resume = ctx.resume_from
     if ctx.prefill is not None:
         m.acc.text_parts.append(ctx.prefill)
-        ctx.seam = ctx.prefill
+        ctx.seam = ctx.prefill if resume is None else None  # RC-2: a resumed stream has no seam
+    if resume is not None:
+        m.acc.response_id = resume[0]
     return (
         act.OpenAttempt(
             ctx.attempt,
             stream_options=not ctx.stream_options_unsupported,
             buffer_tool_input=ctx.buffer_tool_input,
-            prefill=ctx.prefill,
+            prefill=ctx.prefill if resume is None else None,
+            resume=resume,
         ),
     )
 
@@ -366,6 +370,29 @@ def begin_continue(m: RequestMachine) -> tuple[act.Action, ...]:
     return ()
 
 
+def begin_resume(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-2: the next attempt reads the stored response from after the last event read."""
+    ctx = m.ctx
+    assert ctx.resume_id is not None and ctx.resume_cursor is not None  # resume_here held
+    ctx.resume_from = (ctx.resume_id, ctx.resume_cursor)
+    ctx.prefill = m.acc.text()  # what the resumed attempt starts from (no prefill is sent)
+    if ctx.lost_error is None:
+        ctx.lost_error = ctx.error
+    return ()
+
+
+def say_resuming(m: RequestMachine) -> tuple[act.Action, ...]:
+    ctx = m.ctx
+    where = ctx.resume_from[1] if ctx.resume_from is not None else "?"
+    return (act.Status(f"stream lost after text ({type(ctx.error).__name__}); resuming after event {where}"),)
+
+
+def end_resume(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-2: the stored response cannot be read on: the ladder goes on from the shown text."""
+    m.ctx.resume_from = None
+    return ()
+
+
 def say_continuing(m: RequestMachine) -> tuple[act.Action, ...]:
     ctx = m.ctx
     return (act.Status(f"stream lost after text ({type(ctx.error).__name__}); continuing the answer"),)
@@ -375,7 +402,7 @@ def announce_reset(m: RequestMachine) -> tuple[act.Action, ...]:
     """RC-4: what was shown is withdrawn before a whole new answer (its first byte comes after)."""
     ctx = m.ctx
     shown = m.acc.text()
-    ctx.prefill = ctx.seam = None
+    ctx.prefill = ctx.seam = ctx.resume_from = None
     ctx.lost_error = None
     return (act.Reset(shown),)
 
@@ -451,6 +478,9 @@ EFFECTS: dict[str, Effect] = {
         give_up_spent,
         raise_error,
         # issue 25b: the recovery ladder
+        begin_resume,
+        say_resuming,
+        end_resume,
         begin_continue,
         say_continuing,
         announce_reset,

@@ -30,6 +30,7 @@ __all__ = [
     "StaleTimeout",
     "Start",
     "StreamEnd",
+    "StreamPosition",
     "TextDelta",
     "ToolCallDelta",
     "ToolCallEnd",
@@ -201,6 +202,17 @@ class ChoiceDelta(Frozen):
         set_field(self, "event", event)
 
 
+class StreamPosition(Frozen):
+    """RC-2: the events of a resumable stream (Responses in background mode) up to
+    `sequence_number` have been read; a lost attempt resumes after it."""
+
+    __slots__ = ("sequence_number",)
+    sequence_number: int
+
+    def __init__(self, sequence_number: int) -> None:
+        set_field(self, "sequence_number", sequence_number)
+
+
 WireEvent = (
     TextDelta
     | ReasoningDelta
@@ -214,6 +226,7 @@ WireEvent = (
     | StreamEnd
     | FinishedResponse
     | ChoiceDelta
+    | StreamPosition
 )
 
 

@@ -68,6 +68,10 @@ class RequestContext:
     prefill: str | None = None  # RC-3: the shown text a continuation in course carries
     seam: str | None = None  # RC-3: the shown text the attempt's first text delta is checked against
     lost_error: BaseException | None = None  # RC-3/RC-5: the error that lost the shown text
+    recover_resume: bool = False  # RC-2: `Recovery(resume=True)`
+    resume_cursor: int | None = None  # RC-2: the attempt's last event read, on a resumable stream
+    resume_id: str | None = None  # RC-2: the attempt's response id, on a resumable stream
+    resume_from: tuple[str, int] | None = None  # RC-2: (response id, cursor) a resumed attempt reads
 
     def __post_init__(self) -> None:
         self.bound_wait()
@@ -85,6 +89,7 @@ class RequestContext:
         self.tools_in_flight = 0
         self.finish_seen = False
         self.fallback_running = False
+        self.resume_cursor = self.resume_id = None
         self.error = None
         self.error_kind = None
         self.error_status = None
@@ -298,8 +303,27 @@ def prefill_refused(ctx: RequestContext) -> bool:
     """RC-3: a continuation was rejected as a malformed request (400/422): the endpoint does not
     take the prefill."""
     return (
-        ctx.prefill is not None and ctx.error_kind is ErrorKind.PERMANENT and ctx.error_status in (400, 422)
+        ctx.prefill is not None
+        and ctx.resume_from is None
+        and ctx.error_kind is ErrorKind.PERMANENT
+        and ctx.error_status in (400, 422)
     )
+
+
+def resume_here(ctx: RequestContext) -> bool:
+    """RC-2: the ladder may resume, the lost stream was resumable (a background response whose id
+    and last event read are known), and it was not itself a resumed one."""
+    return (
+        ctx.recover_resume
+        and ctx.resume_cursor is not None
+        and ctx.resume_id is not None
+        and ctx.resume_from is None
+    )
+
+
+def resuming(ctx: RequestContext) -> bool:
+    """RC-2: this attempt reads a stored response from where the lost one stopped."""
+    return ctx.resume_from is not None
 
 
 def final_raises(ctx: RequestContext) -> bool:
@@ -335,5 +359,7 @@ GUARDS: dict[str, Guard] = {
         continuing,
         prefill_refused,
         final_raises,
+        resume_here,
+        resuming,
     )
 }

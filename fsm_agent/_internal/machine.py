@@ -162,6 +162,13 @@ TABLE: list[Row] = [
     # text as a prefill (RC-3) on this route while its retries last, else on the next route; restart
     # with a reset notice first (RC-4), here, else on the next route. With no step enabled or able
     # to serve, none of these rows applies and the stub of RES-4/RES-5 below is the final (RC-5).
+    # First of all, resume (RC-2): a stored background response is read on after its last event.
+    _row("error", S.STREAMING_TEXT, S.RETRYING,
+         ["has_visible_text", "is_transient", "resume_here", "budget_left"], ["hint_too_long"],
+         effects=["count_retry", "begin_resume", "say_resuming", "close_then_closed"]),
+    _row("closed", S.STALLED, S.RETRYING,
+         ["has_visible_text", "resume_here", "budget_left"], ["tool_in_flight", "finish_seen"],
+         effects=["count_retry", "begin_resume", "say_resuming", "close_then_closed"]),
     _row("error", S.STREAMING_TEXT, S.RETRYING,
          ["has_visible_text", "is_transient", "continue_here", "budget_left"], ["hint_too_long"],
          effects=["count_retry", "begin_continue", "say_continuing", "close_then_closed"]),
@@ -185,6 +192,17 @@ TABLE: list[Row] = [
          effects=["count_retry", "announce_reset", "say_restarting", "close_then_closed"]),
     _row("closed", S.STALLED, S.SWITCHING,
          ["has_visible_text", "route_left", "restart_allowed"], ["tool_in_flight", "finish_seen"],
+         effects=["announce_reset", "say_switching", "close", "load_next_route"]),
+    # A resumed read refused (an expired cursor, an unknown response): the ladder goes on from the
+    # shown text: continue on the next route, restart here or there (else the rows below keep it).
+    _row("error", S.CONNECTING, S.SWITCHING, ["resuming", "route_left", "continue_next"],
+         ["is_fatal", "is_transient"],
+         effects=["end_resume", "say_switching", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.RETRYING, ["resuming", "restart_allowed", "budget_left"],
+         ["is_fatal", "is_transient"],
+         effects=["count_retry", "announce_reset", "say_restarting", "close_then_closed"]),
+    _row("error", S.CONNECTING, S.SWITCHING, ["resuming", "route_left", "restart_allowed"],
+         ["is_fatal", "is_transient"],
          effects=["announce_reset", "say_switching", "close", "load_next_route"]),
     # A continuation refused as malformed (400/422): the endpoint does not take the prefill. That is
     # learned (HL-1) and the ladder goes on: continue on the next route, restart, or the final stub,

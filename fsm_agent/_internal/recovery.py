@@ -25,8 +25,10 @@ class Recovery:
     (RES-3, RT-3), then stubbed with the dropped-tool warning (RES-5).
 
     Args:
-        resume: Reserved for OpenAI Responses background mode (RC-2); not built yet: `True` is
-            refused with a ValueError rather than silently ignored.
+        resume: Read a lost OpenAI Responses stream on from after its last event, through the
+            SDK's retrieve-stream call (`starting_after`): nothing regenerated, nothing repeated
+            (RC-2). Only for requests you send with `background=True` in their params (a
+            background response is stored at OpenAI, which is why this is yours to opt into).
         continue_: Ask the same route (while its retries last), else the next one, to continue the
             shown text as an assistant prefill, where the endpoint accepts one (Anthropic
             Messages; Bedrock Converse with Claude; DeepSeek and Mistral Chat Completions through
@@ -53,11 +55,6 @@ class Recovery:
                 raise TypeError(f"Recovery({name}=...) must be a bool, not {getattr(self, name)!r}")
         if self.final not in FINALS:
             raise ValueError(f"Recovery(final=...) must be 'stub' or 'raise', not {self.final!r}")
-        if self.resume:
-            raise ValueError(
-                "Recovery(resume=True) is not available yet (RC-2, Responses background mode); "
-                "use continue_=True and/or restart=True"
-            )
 
 
 # RC-4: the line on_text gets before a whole new answer when the caller gave no on_reset.

@@ -46,6 +46,7 @@ from .events import (
     StaleTimeout,
     Start,
     StreamEnd,
+    StreamPosition,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -89,6 +90,7 @@ _ARGS_MAY_WAIT = frozenset(
         Keepalive,
         UsageReport,
         ResponseMeta,
+        StreamPosition,
     }
 )
 
@@ -273,6 +275,11 @@ class RequestMachine:
     def _keepalive(self, event: Keepalive, t: float) -> tuple[Output, ...]:
         return ()
 
+    def _position(self, event: StreamPosition, t: float) -> tuple[Output, ...]:
+        ctx = self.ctx  # RC-2: where a lost attempt would resume
+        ctx.resume_cursor, ctx.resume_id = event.sequence_number, self.acc.response_id
+        return ()
+
     def _other_choice(self, event: ChoiceDelta, t: float) -> tuple[Output, ...]:
         """n>1: a choice other than the first is accumulated apart; no callback, no transition."""
         acc = self.acc.choice(event.choice)
@@ -386,6 +393,7 @@ class RequestMachine:
         UsageReport: _usage,
         ResponseMeta: _meta,
         Keepalive: _keepalive,
+        StreamPosition: _position,
         ChoiceDelta: _other_choice,
         StreamEnd: _end,
         FinishedResponse: _finished_response,

@@ -183,7 +183,8 @@ def new_machine(
         backoff_cap=backoff.cap,
         max_wait_setting=backoff.max_wait,
         seed=int.from_bytes(drawn[8:], "big"),  # BO-5: recorded, so replay draws the same jitter
-        recover_continue=session.recovery.continue_,  # RC-1: the session's ladder
+        recover_resume=session.recovery.resume,  # RC-1: the session's ladder
+        recover_continue=session.recovery.continue_,
         recover_restart=session.recovery.restart,
         final_raise=session.recovery.final == "raise",
     )

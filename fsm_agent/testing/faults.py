@@ -205,6 +205,16 @@ class RefusePrefill:
     message: str = "This model does not support assistant message prefill."
 
 
+@dataclass(frozen=True)
+class ExpireResume:
+    """Responses background mode (RC-2): the stored response of this request cannot be read on
+    any more: `GET /v1/responses/{id}?stream=true&starting_after=N` gets HTTP ``status`` (an
+    expired cursor). Without it, a background response stays readable from any cursor."""
+
+    status: int = 400
+    message: str = "The stream cursor has expired; the response can no longer be streamed from it."
+
+
 Fault = (
     DropAfter
     | DropMidFrame
@@ -224,4 +234,5 @@ Fault = (
     | BedrockAccessDenied
     | CorruptCrc
     | RefusePrefill
+    | ExpireResume
 )

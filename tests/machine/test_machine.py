@@ -28,10 +28,12 @@ from fsm_agent._internal.events import (
     Interrupt,
     ReasoningDelta,
     RefusalDelta,
+    ResponseMeta,
     RouteLoaded,
     StaleTimeout,
     Start,
     StreamEnd,
+    StreamPosition,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -510,6 +512,7 @@ def _drive(rng: random.Random) -> RequestMachine:
         final_raise=_LADDER.random() < 0.3,
         route_prefill=tuple(_LADDER.random() < 0.7 for _ in range(3)),
         prefill_refused=_LADDER.random() < 0.1,
+        recover_resume=_LADDER.random() < 0.5,
     )
     m = RequestMachine(ctx, request_id="random")
     pending = list(m.feed(Start(), 0.0))
@@ -580,7 +583,7 @@ def _rare_paths() -> list[RequestMachine]:
     ):
         hinted.feed(event, 0.0)
     assert spent.state is State.FAILED and hinted.state is State.SWITCHING
-    return [spent, hinted, *_ladder_paths()]
+    return [spent, hinted, *_ladder_paths(), *_resume_paths()]
 
 
 def _ladder_paths() -> list[RequestMachine]:
@@ -609,6 +612,28 @@ def _ladder_paths() -> list[RequestMachine]:
         m = _machine(**{"retries": 1, "recover_continue": True, **settings})
         then = failure if isinstance(failure, tuple) else (failure,)
         for event in (Start(), TextDelta("hi"), dropped, AttemptClosed(), *then):
+            m.feed(event, 0.0)
+        assert m.state is dest, (settings, m.state)
+        made.append(m)
+    return made
+
+
+def _resume_paths() -> list[RequestMachine]:
+    """RC-2: a resumable stream lost after text is resumed; a resumed read refused goes on."""
+    gone = AttemptFailed(_StatusError(404), kind=ErrorKind.PERMANENT)
+    dropped = AttemptFailed(RuntimeError("x"), kind=ErrorKind.TRANSIENT)
+    stalled = (StaleTimeout(1.0), AttemptClosed(), AttemptClosed())
+    cases: list[tuple[dict[str, object], tuple[object, ...], State]] = [
+        ({"route_names": ("a", "b"), "route_prefill": (False, True), "recover_continue": True},
+         (dropped, AttemptClosed(), gone), State.SWITCHING),
+        ({"route_names": ("a",), "recover_restart": True, "retries": 2}, (dropped, AttemptClosed(), gone),
+         State.RETRYING),
+        ({"route_names": ("a", "b"), "recover_restart": True}, (*stalled, gone), State.SWITCHING),
+    ]  # fmt: skip
+    made = []
+    for settings, then, dest in cases:
+        m = _machine(**{"retries": 1, "recover_resume": True, **settings})
+        for event in (Start(), ResponseMeta(id="resp_1"), TextDelta("hi"), StreamPosition(3), *then):
             m.feed(event, 0.0)
         assert m.state is dest, (settings, m.state)
         made.append(m)

@@ -19,7 +19,7 @@ from lanes import APIS, Lane, lane, lane_params
 import fsm_agent
 from fsm_agent._internal.effects import RECONNECT_MARKER
 from fsm_agent._internal.recovery import RESTART_MARKER
-from fsm_agent.testing import DropAfter, RefusePrefill, Scenario, Stall
+from fsm_agent.testing import DropAfter, ExpireResume, RefusePrefill, Scenario, Stall
 from fsm_agent.testing.frames import RequestContext
 from fsm_agent.testing.handler import make_wires
 
@@ -81,14 +81,19 @@ def chat_params() -> dict[str, Any]:
     return {"model": "deepseek-chat", "messages": [{"role": "user", "content": "hi"}]}
 
 
+def background_params() -> dict[str, Any]:
+    """Responses in background mode: the response is stored, and a lost stream can be read on (RC-2)."""
+    return {"model": "gpt-5-mini", "input": "hi", "background": True}
+
+
 def stream(lane: Lane, session: fsm_agent.Session, got: Watch, **kwargs: Any) -> Any:
     if lane.api == "chat":
         kwargs.setdefault("params", chat_params())
     return lane.stream(session, got, **kwargs)
 
 
-def cut(index: int = 2, **options: Any) -> Scenario:
-    return Scenario.build(WHOLE, faults=[DropAfter(index, kind="text")], **options)
+def cut(index: int = 2, *, also: tuple[Any, ...] = (), **options: Any) -> Scenario:
+    return Scenario.build(WHOLE, faults=[DropAfter(index, kind="text"), *also], **options)
 
 
 # -- RC-4: restart, announced first -------------------------------------------------------------------
@@ -274,8 +279,8 @@ def test_rc3_never_a_prefill_to_openai_itself() -> None:
 LADDERS = {
     "default": fsm_agent.Recovery(),
     "restart": fsm_agent.Recovery(restart=True),
-    "production": fsm_agent.Recovery(continue_=True, restart=True),
-    "continue-raise": fsm_agent.Recovery(continue_=True, final="raise"),
+    "everything": fsm_agent.Recovery(resume=True, continue_=True, restart=True),
+    "resume-continue-raise": fsm_agent.Recovery(resume=True, continue_=True, final="raise"),
 }
 SHORT = "Alpha beta gamma delta epsilon zeta eta theta."  # three text frames
 
@@ -297,7 +302,7 @@ def _frame_count(api: str, scenario: Scenario, params: dict[str, Any]) -> int:
 @lanes(APIS, ("sync",))
 def test_fault_matrix_a_cut_after_every_frame(lane: Lane, ladder: str) -> None:
     recovery = LADDERS[ladder]
-    params = chat_params() if lane.api == "chat" else lane.params()
+    params = {"chat": chat_params(), "responses": background_params()}.get(lane.api) or lane.params()
     frames = _frame_count(lane.api, Scenario.build(SHORT), params)
     opened = 0
     for index in range(frames):
@@ -307,13 +312,17 @@ def test_fault_matrix_a_cut_after_every_frame(lane: Lane, ladder: str) -> None:
         session = fsm_agent.Session(backoff=INSTANT, retries=1, recovery=recovery)
         got = Watch()
         try:
-            result = stream(lane, session, got)
+            result = stream(lane, session, got, params=params)
         except fsm_agent.IncompleteStreamError as caught:
-            assert recovery.final == "raise" and (lane.api not in PREFILL_APIS), (index, caught)
+            assert recovery.final == "raise" and lane.api == "gemini", (index, caught)
             result = caught.result
         opened += result.attempts
         assert_invariant(got, result)
-        could_serve = recovery.restart or (recovery.continue_ and lane.api in PREFILL_APIS)
+        could_serve = (
+            recovery.restart
+            or (recovery.continue_ and lane.api in PREFILL_APIS)
+            or (recovery.resume and lane.api == "responses")
+        )
         if could_serve or not result.stub:
             assert (result.content, result.incomplete) == (SHORT, False), (index, result)
         else:
@@ -350,4 +359,58 @@ def test_rc3_a_refused_prefill_is_learned_for_the_endpoint(lane: Lane) -> None:
     later = lane.emulator.requests[3:]
     assert len(later) == 2 and _prefill_of(later[1])["role"] == "user"  # restarted, not asked to continue
     assert got.segments() == [SHOWN_AFTER_2, WHOLE]
+    lane.assert_clean()
+
+
+# -- RC-2: resume a background Responses stream -----------------------------------------------------
+
+
+@lanes(("responses",), coroutine_callbacks=True)
+def test_rc2_resume_reads_on_from_the_last_event(lane: Lane) -> None:
+    lane.emulator.script(cut(), then=Scenario.build("never"))
+    session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(resume=True))
+    got = Watch()
+    result = stream(lane, session, got, params=background_params())
+    assert (result.content, result.stub, result.attempts) == (WHOLE, False, 2)
+    assert "".join(got.texts) == WHOLE and got.segments() == [WHOLE]  # nothing repeated, no marker
+    post, get = lane.emulator.requests
+    assert post.method == "POST" and post.body["background"] is True
+    assert get.method == "GET" and "stream=true" in get.path and "starting_after=" in get.path
+    assert result.id == post.scenario.id or result.id.startswith("resp_emu")
+    assert any("resuming" in status for status in got.statuses)
+    lane.assert_closed_once(2)
+    lane.assert_clean()
+
+
+@lanes(("responses",), ("sync",))
+def test_rc2_an_expired_cursor_moves_on_to_restart(lane: Lane) -> None:
+    lane.emulator.script(cut(also=(ExpireResume(),)), then=Scenario.build(WHOLE))
+    session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(resume=True, restart=True))
+    got = Watch()
+    result = stream(lane, session, got, params=background_params())
+    assert (result.content, result.attempts) == (WHOLE, 3)
+    assert got.segments() == [SHOWN_AFTER_2, WHOLE]
+    assert [r.method for r in lane.emulator.requests] == ["POST", "GET", "POST"]
+    lane.assert_closed_once(2)  # the refused read opened no stream
+    lane.assert_clean()
+
+
+@lanes(("responses",), ("sync",))
+def test_rc2_an_expired_cursor_without_restart_keeps_what_was_shown(lane: Lane) -> None:
+    lane.emulator.script(cut(also=(ExpireResume(),)))
+    session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(resume=True))
+    got = Watch()
+    result = stream(lane, session, got, params=background_params())
+    assert (result.stub, result.content, result.stub_reason) == (True, SHOWN_AFTER_2.strip(), "cut")
+    assert result.error is not None and "expired" not in str(result.error.get("message"))
+    assert_invariant(got, result)
+    lane.assert_clean()
+
+
+@lanes(("responses",), ("sync",))
+def test_rc2_no_resume_without_background_mode(lane: Lane) -> None:
+    lane.emulator.script(cut())
+    session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(resume=True))
+    result = stream(lane, session, Watch())
+    assert result.stub and len(lane.emulator.requests) == 1
     lane.assert_clean()

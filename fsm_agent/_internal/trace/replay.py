@@ -69,6 +69,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "cooldown_s": (int, float),
     "breaker_probe": (bool,),
     # issue 25b, RC-1: the recovery ladder, and which routes take a prefill (RC-3)
+    "recover_resume": (bool,),
     "recover_continue": (bool,),
     "recover_restart": (bool,),
     "final_raise": (bool,),
@@ -94,6 +95,7 @@ _DEFAULTS: dict[str, Any] = {
     "routes": None,
     "cooldown_s": 0.0,
     "breaker_probe": False,
+    "recover_resume": False,
     "recover_continue": False,
     "recover_restart": False,
     "final_raise": False,
@@ -213,6 +215,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         stream_options_unsupported=settings["stream_options_unsupported"],
         cooldown_s=float(settings["cooldown_s"]),
         breaker_probe=settings["breaker_probe"],
+        recover_resume=settings["recover_resume"],
         recover_continue=settings["recover_continue"],
         recover_restart=settings["recover_restart"],
         final_raise=settings["final_raise"],
