@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
+import openai
 import pytest
 from helpers import INSTANT, Collect
 from lanes import APIS, Lane, lane, lane_params
@@ -160,6 +162,11 @@ def test_rc5_final_raise_carries_the_shown_text_and_the_stub(lane: Lane) -> None
     with pytest.raises(fsm_agent.IncompleteStreamError) as caught:
         stream(lane, session, got)
     error = caught.value
+    # also of the SDK's connection-error family, so a handler of a dropped stream still catches it
+    family = {"chat": openai.APIConnectionError, "responses": openai.APIConnectionError}
+    family["anthropic"] = anthropic.APIConnectionError
+    if lane.api in family:
+        assert isinstance(error, family[lane.api])
     assert error.partial == SHOWN_AFTER_2.strip() == error.result.content
     assert error.result.incomplete and error.result.stub_reason == "cut" and error.result.attempts == 1
     assert error.__cause__ is not None
