@@ -101,7 +101,14 @@ def cut(index: int = 2, *, also: tuple[Any, ...] = (), **options: Any) -> Scenar
 # -- RC-4: restart, announced first -------------------------------------------------------------------
 
 
-@lanes(coroutine_callbacks=True)
+# Every API on stream(); the async driver (plain and coroutine callbacks) on two of them: the
+# ladder's rows are the same for both drivers, only the delivery of the reset differs.
+SYNC_ALL_ASYNC_SOME = lane_params(APIS, ("sync",)) + lane_params(
+    ("anthropic", "bedrock"), ("async",), coroutine_callbacks=True
+)
+
+
+@pytest.mark.parametrize("lane", SYNC_ALL_ASYNC_SOME, indirect=True)
 def test_rc4_restart_with_marker_gives_the_whole_answer(lane: Lane) -> None:
     lane.emulator.script(cut(), then=Scenario.build(WHOLE))
     session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(restart=True))
@@ -114,6 +121,10 @@ def test_rc4_restart_with_marker_gives_the_whole_answer(lane: Lane) -> None:
     assert_invariant(got, result)
     # RC-10: the lost attempt's cost, apart from the answer's own usage
     assert len(result.attempt_usage) == 1 and result.usage is not None and not result.usage.estimated
+    lost = result.attempt_usage[0]
+    assert (
+        lost.estimated and lost.output_tokens == (len(SHOWN_AFTER_2) + 3) // 4 and lost.input_tokens is None
+    )
     lane.assert_closed_once(2)
     lane.assert_clean()
 
@@ -210,7 +221,11 @@ def _prefill_of(request: Any) -> Any:
     return request.body["messages"][-1]
 
 
-@lanes(PREFILL_APIS, coroutine_callbacks=True)
+@pytest.mark.parametrize(
+    "lane",
+    lane_params(PREFILL_APIS, ("sync",)) + lane_params(("anthropic",), ("async",), coroutine_callbacks=True),
+    indirect=True,
+)
 def test_rc3_continue_delivers_the_rest_without_repeating_the_seam(lane: Lane) -> None:
     # the endpoint sends back the prefill's last six characters before the rest: dropped at the seam
     lane.emulator.script(cut(), then=Scenario.build(WHOLE, continues=True, seam_overlap=6))
@@ -420,4 +435,69 @@ def test_rc2_no_resume_without_background_mode(lane: Lane) -> None:
     session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(resume=True))
     result = stream(lane, session, Watch())
     assert result.stub and len(lane.emulator.requests) == 1
+    lane.assert_clean()
+
+
+def _counting_factory(lane: Lane, made: list[Any], closes: list[Any]) -> Any:
+    """A factory of fresh SDK clients for the lane's API whose every close is counted."""
+    emu = lane.emulator
+
+    def new_client() -> Any:
+        if lane.driver == "async":
+            cls: Any = anthropic.AsyncAnthropic if lane.api == "anthropic" else openai.AsyncOpenAI
+        else:
+            cls = anthropic.Anthropic if lane.api == "anthropic" else openai.OpenAI
+        base = emu.anthropic_base_url if lane.api == "anthropic" else emu.openai_base_url
+        client = cls(base_url=base, api_key="sk-test", max_retries=0)
+        original = client.close
+
+        def close() -> Any:
+            closes.append(client)
+            return original()
+
+        client.close = close
+        made.append(client)
+        return client
+
+    return new_client
+
+
+@lanes(("chat", "anthropic"))
+def test_every_factory_client_of_a_rescue_is_closed_once(lane: Lane) -> None:
+    lane.emulator.script(
+        cut(), Scenario.build(WHOLE, continues=True, faults=[RefusePrefill()]), then=Scenario.build(WHOLE)
+    )
+    made: list[Any] = []
+    closes: list[Any] = []
+    factory = _counting_factory(lane, made, closes)
+    session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(continue_=True, restart=True))
+    got = Watch()
+    params = chat_params() if lane.api == "chat" else lane.params()
+    if lane.driver == "async":
+        import asyncio
+
+        result = asyncio.run(session.astream(factory, params, **got.callbacks()))
+    else:
+        result = session.stream(factory, params, **got.callbacks())
+    assert result.content == WHOLE and result.attempts == 3
+    assert len(made) >= 3 and sorted(map(id, closes)) == sorted(map(id, made))  # each exactly once
+    assert_invariant(got, result)
+    lane.assert_closed_once(2)
+    lane.assert_clean()
+
+
+@lanes(("chat", "anthropic"), ("sync",))
+def test_rc6_a_dropped_tool_call_is_named_and_keeps_its_rules(lane: Lane) -> None:
+    from fsm_agent.testing import ToolCall
+
+    write = ToolCall("write_file", '{"path": "a.txt", "text": "hello"}', arg_fragment=5)
+    lane.emulator.script(
+        Scenario.build("Writing it.", tool_calls=[write], faults=[DropAfter(2, kind="tool_args")])
+    )
+    session = fsm_agent.Session(retries=0, backoff=INSTANT, recovery=fsm_agent.Recovery(restart=True))
+    got = Watch()
+    result = stream(lane, session, got)
+    # a cut mid tool-call keeps RES-5 whatever the ladder: no restart over a half-built call
+    assert (result.stub, result.incomplete, result.stub_reason) == (True, True, "tool_dropped")
+    assert result.dropped_tool_names == ["write_file"] and len(lane.emulator.requests) == 1
     lane.assert_clean()
