@@ -17,6 +17,7 @@ import openai
 import pytest
 from helpers import INSTANT, Collect
 from lanes import APIS, Lane, lane, lane_params
+from test_async_support import _as_coroutine
 
 import fsm_agent
 from fsm_agent._internal.effects import RECONNECT_MARKER
@@ -46,6 +47,7 @@ class Watch(Collect):
         super().__init__()
         self.resets: list[str] = []
         self.with_reset = resets
+        self.coroutines = False
 
     def on_reset(self, shown: str) -> None:
         self.resets.append(shown)
@@ -55,6 +57,8 @@ class Watch(Collect):
         out = super().callbacks(activity=activity)
         if self.with_reset:
             out["on_reset"] = self.on_reset
+        if self.coroutines:  # every callback a coroutine function (awaited by astream())
+            out = {name: _as_coroutine(fn) for name, fn in out.items()}
         return out
 
     def segments(self) -> list[str]:
@@ -89,6 +93,7 @@ def background_params() -> dict[str, Any]:
 
 
 def stream(lane: Lane, session: fsm_agent.Session, got: Watch, **kwargs: Any) -> Any:
+    got.coroutines = lane.coroutine_callbacks
     if lane.api == "chat":
         kwargs.setdefault("params", chat_params())
     return lane.stream(session, got, **kwargs)
@@ -129,7 +134,7 @@ def test_rc4_restart_with_marker_gives_the_whole_answer(lane: Lane) -> None:
     lane.assert_clean()
 
 
-@lanes(("chat", "anthropic", "gemini"))
+@lanes(("chat", "anthropic", "gemini"), coroutine_callbacks=True)
 def test_rc4_restart_calls_on_reset_instead_of_a_marker(lane: Lane) -> None:
     lane.emulator.script(cut(), then=Scenario.build(WHOLE))
     session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(restart=True))
