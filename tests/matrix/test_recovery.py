@@ -170,7 +170,9 @@ def test_rc4_restart_on_the_next_route_when_this_one_is_spent(lane: Lane) -> Non
 # -- RC-5 / RC-6: the final step ------------------------------------------------------------------------
 
 
-@lanes()
+@pytest.mark.parametrize(
+    "lane", lane_params(APIS, ("sync",)) + lane_params(("chat", "anthropic"), ("async",)), indirect=True
+)
 def test_rc5_final_raise_carries_the_shown_text_and_the_stub(lane: Lane) -> None:
     lane.emulator.script(cut(), then=Scenario.build("never"))
     session = fsm_agent.Session(backoff=INSTANT, recovery=fsm_agent.Recovery(final="raise"))
