@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
     )
     from ._internal.health import MemoryHealth
     from ._internal.health_redis import RedisHealth
+    from ._internal.recovery import Recovery
     from ._internal.result import Choice, StreamResult, ToolCall, Usage
     from ._internal.routes import Route
     from ._internal.session import Session
@@ -63,6 +64,7 @@ _WHERE: dict[str, str] = {
     "ProviderStreamError": "._internal.errors",
     "ProviderUnresponsiveError": "._internal.errors",
     "ReplayMismatch": "._internal.errors",
+    "Recovery": "._internal.recovery",
     "RedisHealth": "._internal.health_redis",
     "ReplayReport": "._internal.trace.report",
     "Route": "._internal.routes",
@@ -94,6 +96,7 @@ __all__ = [
     "MemorySink",
     "ProviderStreamError",
     "ProviderUnresponsiveError",
+    "Recovery",
     "RedisHealth",
     "ReplayMismatch",
     "ReplayReport",

@@ -23,6 +23,7 @@ __all__ = [
     "Output",
     "Raise",
     "Remember",
+    "Reset",
     "RunFallback",
     "Status",
     "ToolArgs",
@@ -58,15 +59,29 @@ class ToolArgs(Frozen):
 
 
 class OpenAttempt(Frozen):
-    __slots__ = ("attempt", "buffer_tool_input", "stream_options")
+    """Open an attempt; `prefill` (RC-3): the shown text the endpoint is asked to continue;
+    `resume` (RC-2): read the stored response `(id, cursor)` from after event `cursor` instead."""
+
+    __slots__ = ("attempt", "buffer_tool_input", "prefill", "resume", "stream_options")
     attempt: int
     stream_options: bool
     buffer_tool_input: bool
+    prefill: str | None
+    resume: tuple[str, int] | None
 
-    def __init__(self, attempt: int, stream_options: bool, buffer_tool_input: bool) -> None:
+    def __init__(
+        self,
+        attempt: int,
+        stream_options: bool,
+        buffer_tool_input: bool,
+        prefill: str | None = None,
+        resume: tuple[str, int] | None = None,
+    ) -> None:
         set_field(self, "attempt", attempt)
         set_field(self, "stream_options", stream_options)
         set_field(self, "buffer_tool_input", buffer_tool_input)
+        set_field(self, "prefill", prefill)
+        set_field(self, "resume", resume)
 
 
 class CloseAttempt(Frozen):
@@ -87,6 +102,17 @@ class DeliverText(Frozen):
 
     def __init__(self, text: str) -> None:
         set_field(self, "text", text)
+
+
+class Reset(Frozen):
+    """RC-4: the shown text is withdrawn before a whole new answer: `on_reset(shown)`, or, with
+    no on_reset, the "restarting" marker line to on_text (`callbacks.Callbacks.deliver`)."""
+
+    __slots__ = ("shown",)
+    shown: str
+
+    def __init__(self, shown: str) -> None:
+        set_field(self, "shown", shown)
 
 
 class Status(Frozen):
@@ -167,6 +193,7 @@ Action: TypeAlias = (
     | OpenAttempt
     | CloseAttempt
     | DeliverText
+    | Reset
     | Status
     | Remember
     | Wait

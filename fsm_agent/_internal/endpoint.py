@@ -85,6 +85,7 @@ class StartFacts:
     cooldown_s: float
     breaker_probe: bool
     breaker_retry_at: float | None
+    prefill_refused: bool = False  # RC-3
 
 
 def wall_clock() -> float:
@@ -141,6 +142,7 @@ class EndpointLink:
             cooldown_s=max(0.0, health.cooldown_until - now),
             breaker_probe=self.probe,
             breaker_retry_at=retry_at,
+            prefill_refused=health.prefill_refused,
         )
 
     def begin(self) -> StartFacts:
@@ -178,6 +180,8 @@ class EndpointLink:
             return HealthChange(stream_options_unsupported=True, at=now)
         if fact == "streaming_disabled":
             return HealthChange(streaming_disabled=True, at=now)
+        if fact == "prefill_refused":  # RC-3
+            return HealthChange(prefill_refused=True, at=now)
         raise ValueError(f"unknown health fact {fact!r}")
 
     def _trip_change(self, health: EndpointHealth, now: float) -> HealthChange | None:

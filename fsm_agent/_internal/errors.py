@@ -96,7 +96,17 @@ class EmptyStreamError(FsmAgentError):
 
 class IncompleteStreamError(FsmAgentError):
     """The stream ended with no finish reason, while a tool call was being built or without the
-    provider's end marker: what arrived may be truncated (transient)."""
+    provider's end marker: what arrived may be truncated (transient).
+
+    Raised to the caller by `Recovery(final="raise")` (RC-5) when an answer was lost after
+    visible text: `partial` is the text shown, `result` the stub `StreamResult` (incomplete);
+    `__cause__` is the error that lost it. Both are None when it only ended one attempt.
+    """
+
+    def __init__(self, message: str, *, partial: str | None = None, result: Any = None) -> None:
+        super().__init__(message)
+        self.partial = partial
+        self.result = result
 
 
 class StreamStalledError(FsmAgentError, TimeoutError):
@@ -321,6 +331,8 @@ def sdk_native(exc: BaseException, sdk: Any, base_url: str | None) -> BaseExcept
     `APITimeoutError` for a timeout, its `APIConnectionError` for any other transport failure,
     with `exc` as `__cause__` (section 1). Anything else — our own errors, HTTP status errors,
     errors of an SDK without those classes — is returned unchanged."""
+    if isinstance(exc, IncompleteStreamError) and exc.result is not None and sdk is not None:
+        return _incomplete_native(exc, sdk, base_url)
     keys = _class_keys(exc)
     if sdk is None or not any(mod in _HTTP_LIBRARIES for mod, _ in keys):
         return exc
@@ -341,6 +353,36 @@ def sdk_native(exc: BaseException, sdk: Any, base_url: str | None) -> BaseExcept
         return exc
     native.__cause__ = exc
     return native
+
+
+_INCOMPLETE_CLASSES: dict[type, type] = {}
+
+
+def _incomplete_native(exc: IncompleteStreamError, sdk: Any, base_url: str | None) -> BaseException:
+    """RC-5: `Recovery(final="raise")`'s error, also of the SDK's connection-error family (so an
+    `except openai.APIConnectionError` that handled a dropped stream before still does): an
+    `IncompleteStreamError` subclass of the SDK's `APIConnectionError`, with the same partial
+    text, stub and cause. Unchanged for an SDK without that class."""
+    connection_error = getattr(sdk, "APIConnectionError", None)
+    if not isinstance(connection_error, type) or isinstance(exc, connection_error):
+        return exc
+    cls = _INCOMPLETE_CLASSES.get(connection_error)
+    if cls is None:
+        try:
+            cls = type("IncompleteStreamError", (IncompleteStreamError, connection_error), {})
+        except TypeError:  # an SDK class that cannot be combined: ours stays the truth
+            return exc
+        cls.__module__ = IncompleteStreamError.__module__
+        _INCOMPLETE_CLASSES[connection_error] = cls
+    try:
+        native: Any = Exception.__new__(cls)
+        connection_error.__init__(native, message=str(exc), request=_request_of(exc, base_url))  # type: ignore[misc]
+    except Exception:  # an SDK whose constructor differs
+        return exc
+    native.partial, native.result = exc.partial, exc.result
+    native.__cause__ = exc.__cause__
+    made: BaseException = native
+    return made
 
 
 def _request_of(exc: BaseException, base_url: str | None) -> Any:

@@ -59,6 +59,19 @@ class RequestContext:
     tools_in_flight: int = 0
     finish_seen: bool = False
     fallback_running: bool = False  # the non-streaming fallback request is out (RES-9)
+    # issue 25b, RC-1..RC-5: the recovery ladder's settings (`Recovery`), and its course
+    recover_continue: bool = False  # RC-3: `Recovery(continue_=True)`
+    recover_restart: bool = False  # RC-4: `Recovery(restart=True)`
+    final_raise: bool = False  # RC-5: `Recovery(final="raise")`
+    route_prefill: tuple[bool, ...] = ()  # RC-3: per route, whether its endpoint takes a prefill
+    prefill_refused: bool = False  # RC-3 / HL-1: the current endpoint refused a prefill before
+    prefill: str | None = None  # RC-3: the shown text a continuation in course carries
+    seam: str | None = None  # RC-3: the shown text the attempt's first text delta is checked against
+    lost_error: BaseException | None = None  # RC-3/RC-5: the error that lost the shown text
+    recover_resume: bool = False  # RC-2: `Recovery(resume=True)`
+    resume_cursor: int | None = None  # RC-2: the attempt's last event read, on a resumable stream
+    resume_id: str | None = None  # RC-2: the attempt's response id, on a resumable stream
+    resume_from: tuple[str, int] | None = None  # RC-2: (response id, cursor) a resumed attempt reads
 
     def __post_init__(self) -> None:
         self.bound_wait()
@@ -76,6 +89,7 @@ class RequestContext:
         self.tools_in_flight = 0
         self.finish_seen = False
         self.fallback_running = False
+        self.resume_cursor = self.resume_id = None
         self.error = None
         self.error_kind = None
         self.error_status = None
@@ -259,6 +273,64 @@ def route_refused(ctx: RequestContext) -> bool:
     return ctx.error_kind is ErrorKind.PERMANENT and ctx.error_status in _REFUSED
 
 
+# -- issue 25b: the recovery ladder (RC-1..RC-5) ------------------------------------------------------
+def restart_allowed(ctx: RequestContext) -> bool:
+    """RC-4: the session's ladder may restart the answer (`Recovery(restart=True)`)."""
+    return ctx.recover_restart
+
+
+def _prefills(ctx: RequestContext, route: int) -> bool:
+    return route < len(ctx.route_prefill) and ctx.route_prefill[route]
+
+
+def continue_here(ctx: RequestContext) -> bool:
+    """RC-3: the ladder may continue the shown text, and this route's endpoint takes a prefill
+    (and has not refused one)."""
+    return ctx.recover_continue and _prefills(ctx, ctx.route) and not ctx.prefill_refused
+
+
+def continue_next(ctx: RequestContext) -> bool:
+    """RC-3: the ladder may continue the shown text on the next route, whose endpoint takes a prefill."""
+    return ctx.recover_continue and _prefills(ctx, ctx.route + 1)
+
+
+def continuing(ctx: RequestContext) -> bool:
+    """RC-3: this attempt continues text already shown (it carries a prefill)."""
+    return ctx.prefill is not None
+
+
+def prefill_refused(ctx: RequestContext) -> bool:
+    """RC-3: a continuation was rejected as a malformed request (400/422): the endpoint does not
+    take the prefill."""
+    return (
+        ctx.prefill is not None
+        and ctx.resume_from is None
+        and ctx.error_kind is ErrorKind.PERMANENT
+        and ctx.error_status in (400, 422)
+    )
+
+
+def resume_here(ctx: RequestContext) -> bool:
+    """RC-2: the ladder may resume, the lost stream was resumable (a background response whose id
+    and last event read are known), and it was not itself a resumed one."""
+    return (
+        ctx.recover_resume
+        and ctx.resume_cursor is not None
+        and ctx.resume_id is not None
+        and ctx.resume_from is None
+    )
+
+
+def resuming(ctx: RequestContext) -> bool:
+    """RC-2: this attempt reads a stored response from where the lost one stopped."""
+    return ctx.resume_from is not None
+
+
+def final_raises(ctx: RequestContext) -> bool:
+    """RC-5: the ladder ends in `IncompleteStreamError` rather than a stub (`final="raise"`)."""
+    return ctx.final_raise
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
@@ -280,5 +352,14 @@ GUARDS: dict[str, Guard] = {
         route_refused,
         hint_too_long,
         must_wait,
+        # issue 25b: the recovery ladder
+        restart_allowed,
+        continue_here,
+        continue_next,
+        continuing,
+        prefill_refused,
+        final_raises,
+        resume_here,
+        resuming,
     )
 }

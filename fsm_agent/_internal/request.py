@@ -46,6 +46,7 @@ from .events import (
     StaleTimeout,
     Start,
     StreamEnd,
+    StreamPosition,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -54,7 +55,8 @@ from .events import (
 )
 from .guards import RequestContext
 from .machine import INITIAL, TRIGGERS, State, fire, ignored_in
-from .result import StreamResult
+from .recovery import seam_overlap
+from .result import StreamResult, Usage
 from .trace.records import TransitionRecord
 
 __all__ = [
@@ -88,6 +90,7 @@ _ARGS_MAY_WAIT = frozenset(
         Keepalive,
         UsageReport,
         ResponseMeta,
+        StreamPosition,
     }
 )
 
@@ -137,6 +140,7 @@ class RequestMachine:
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
         self.raw_response: Any = None  # the fallback's finished response (StreamResult.raw)
         self.result: StreamResult | None = None
+        self.attempt_usage: list[Usage] = []  # RC-10: what the attempts that did not answer cost
         # what the firing in progress decided: the guards' values, the effects run, their outputs
         self.guard_values: dict[str, bool] = {}
         self.effects_run: list[str] = []
@@ -152,6 +156,7 @@ class RequestMachine:
         raised to the caller holds this request through its traceback; holding it back would
         leave every failed request as a reference cycle for the garbage collector."""
         self.ctx.error = None
+        self.ctx.lost_error = None
 
     # -- the one entry point --------------------------------------------------------------------
     def feed(self, event: object, t: float) -> tuple[Output, ...]:
@@ -193,6 +198,12 @@ class RequestMachine:
             text = event.text  # type: ignore[attr-defined]
             if not text:
                 return ()
+            if ctx.seam is not None:  # RC-3: a continuation's first text, checked at the seam
+                text = text[seam_overlap(ctx.seam, text) :]
+                ctx.seam = None
+                if not text:
+                    return ()
+                event = TextDelta(text)
             self.acc.text_parts.append(text)
             ctx.delivered_chars += len(text)
             if ctx.visible_chars or not text.isspace():
@@ -264,6 +275,11 @@ class RequestMachine:
     def _keepalive(self, event: Keepalive, t: float) -> tuple[Output, ...]:
         return ()
 
+    def _position(self, event: StreamPosition, t: float) -> tuple[Output, ...]:
+        ctx = self.ctx  # RC-2: where a lost attempt would resume
+        ctx.resume_cursor, ctx.resume_id = event.sequence_number, self.acc.response_id
+        return ()
+
     def _other_choice(self, event: ChoiceDelta, t: float) -> tuple[Output, ...]:
         """n>1: a choice other than the first is accumulated apart; no callback, no transition."""
         acc = self.acc.choice(event.choice)
@@ -332,6 +348,7 @@ class RequestMachine:
         ctx.stale_streak = event.stale_streak
         ctx.streaming_disabled = event.streaming_disabled
         ctx.stream_options_unsupported = event.stream_options_unsupported
+        ctx.prefill_refused = event.prefill_refused
         ctx.cooldown_s = event.cooldown_s
         ctx.breaker_probe = event.breaker_probe
         ctx.breaker_retry_at = event.breaker_retry_at
@@ -376,6 +393,7 @@ class RequestMachine:
         UsageReport: _usage,
         ResponseMeta: _meta,
         Keepalive: _keepalive,
+        StreamPosition: _position,
         ChoiceDelta: _other_choice,
         StreamEnd: _end,
         FinishedResponse: _finished_response,

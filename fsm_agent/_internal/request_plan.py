@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from .drivers.callbacks import Callbacks
 from .drivers.source import ClientSource
-from .endpoint import EndpointLink, HealthSettings, StartFacts, endpoint_key
+from .endpoint import EndpointLink, HealthSettings, StartFacts, base_url_of, endpoint_key
 from .events import RouteLoaded
 from .guards import RequestContext
 from .logs import log_record
 from .observe import both
+from .prefill import accepts_prefill
 from .providers.base import ProviderAdapter
 from .request import RequestMachine
 from .routes import PreparedRoute, is_route_list, prepare_one, prepare_routes
@@ -129,6 +130,10 @@ def plan_request(
     first = routes[0]
     observer = session._observer.request(first.source, first.api, first.model, first.params)
     machine = new_machine(session, tuple(route.name for route in routes), observer, watch_tool_args)
+    # RC-3: which routes' endpoints may be asked to continue shown text
+    machine.ctx.route_prefill = tuple(
+        accepts_prefill(route.api, route.params, base_url_of(route.source.peek())) for route in routes
+    )
     for route in routes:  # HL-1: each route's endpoint has a health of its own
         settings = HealthSettings(
             stale_giveup=session.stale_giveup,
@@ -178,6 +183,10 @@ def new_machine(
         backoff_cap=backoff.cap,
         max_wait_setting=backoff.max_wait,
         seed=int.from_bytes(drawn[8:], "big"),  # BO-5: recorded, so replay draws the same jitter
+        recover_resume=session.recovery.resume,  # RC-1: the session's ladder
+        recover_continue=session.recovery.continue_,
+        recover_restart=session.recovery.restart,
+        final_raise=session.recovery.final == "raise",
     )
     request_id = drawn[:8].hex()  # 16 hex digits, as uuid4().hex[:16] was
     sink = session.trace

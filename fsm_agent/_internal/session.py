@@ -24,6 +24,7 @@ from .drivers.watchdog import Watchdog
 from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
 from .in_flight import InFlight
 from .observe import Observer
+from .recovery import Recovery
 from .request_flow import Call, Kind, aperform, perform, request_steps
 from .request_plan import RequestPlan
 from .result import StreamResult
@@ -78,6 +79,9 @@ class Session:
             SDK. False turns it off.
         telemetry_content: Put prompt and answer text in the spans (off by default); None follows
             `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`.
+        recovery: What an attempt lost after visible text becomes (RC-1): a `Recovery(...)`;
+            None means `Recovery()`, the stub of RES-4/RES-5. With a fallback route,
+            `Recovery(continue_=True, restart=True)` rescues the whole answer.
 
     Attributes:
         streaming_disabled: The endpoint cannot stream; requests go straight to the non-streaming
@@ -104,7 +108,11 @@ class Session:
         max_bytes: int = DEFAULT_MAX_BYTES,
         telemetry: bool = True,
         telemetry_content: bool | None = None,
+        recovery: Recovery | None = None,
     ) -> None:
+        if recovery is not None and not isinstance(recovery, Recovery):
+            raise TypeError(f"recovery must be a fsm_agent.Recovery, not {type(recovery).__name__}")
+        self.recovery = recovery if recovery is not None else Recovery()  # RC-1
         if backoff is not None and not isinstance(backoff, Backoff):
             raise TypeError(f"backoff must be a fsm_agent.Backoff, not {type(backoff).__name__}")
         if (
@@ -177,6 +185,7 @@ class Session:
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
         on_tool_args: Callable[[int, str, Any], Any] | None = None,
+        on_reset: Callable[[str], Any] | None = None,
     ) -> StreamResult:
         """Run one streaming request to its end and return what it produced.
 
@@ -213,6 +222,10 @@ class Session:
                 tool call's arguments parsed so far each time they grow (at most once per read or
                 per 64 KiB of it), and with the complete value last (ACC-11). Costs nothing when
                 not given.
+            on_reset: `on_reset(shown_text: str)`, called before a restarted answer's first byte
+                (RC-4, with `Recovery(restart=True)`): what was shown is withdrawn, the new
+                answer follows through on_text. Without it, on_text receives a marker line
+                containing "restarting" instead.
 
         Returns:
             The `StreamResult`: text, reasoning, tool calls, usage, and whether it is a stub.
@@ -224,7 +237,7 @@ class Session:
             FsmAgentError: Any other failure of fsm_agent's own; a failure the SDK knows is
                 raised as the SDK's exception (its connection error, its HTTP status errors).
         """
-        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
+        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args, on_reset)
         call = Call(client_or_factory, params, api, callbacks, interrupt)
         return perform(request_steps(self, call, Kind(Watchdog, SyncDriver, in_async=False)))
 
@@ -240,6 +253,7 @@ class Session:
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
         on_tool_args: Callable[[int, str, Any], Any] | None = None,
+        on_reset: Callable[[str], Any] | None = None,
     ) -> StreamResult:
         """`stream()` for asyncio code: the same machine and arguments, run by the asyncio driver.
 
@@ -272,6 +286,7 @@ class Session:
                 tool call's arguments parsed so far each time they grow (at most once per read or
                 per 64 KiB of it), and with the complete value last (ACC-11). Costs nothing when
                 not given.
+            on_reset: As for `stream()` (RC-4); may be a coroutine function.
 
         Returns:
             The `StreamResult`.
@@ -285,7 +300,7 @@ class Session:
         from .drivers.aio import AsyncDriver
         from .drivers.aio_watchdog import LoopWatchdog
 
-        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
+        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args, on_reset)
         call = Call(client_or_factory, params, api, callbacks, interrupt)
         return await aperform(request_steps(self, call, Kind(LoopWatchdog, AsyncDriver, in_async=True)))
 

@@ -193,6 +193,28 @@ class CorruptCrc:
     kind: str | None = None
 
 
+@dataclass(frozen=True)
+class RefusePrefill:
+    """A request that ends with an assistant prefill (Anthropic and Bedrock: a last message of
+    role ``assistant``; Chat Completions: one marked ``"prefix": true``) gets HTTP ``status``
+    with the wire's error body, for the models in ``models`` (None: every model). Requests
+    without a prefill are served normally (RC-3)."""
+
+    models: tuple[str, ...] | None = None
+    status: int = 400
+    message: str = "This model does not support assistant message prefill."
+
+
+@dataclass(frozen=True)
+class ExpireResume:
+    """Responses background mode (RC-2): the stored response of this request cannot be read on
+    any more: `GET /v1/responses/{id}?stream=true&starting_after=N` gets HTTP ``status`` (an
+    expired cursor). Without it, a background response stays readable from any cursor."""
+
+    status: int = 400
+    message: str = "The stream cursor has expired; the response can no longer be streamed from it."
+
+
 Fault = (
     DropAfter
     | DropMidFrame
@@ -211,4 +233,6 @@ Fault = (
     | NoBlockStop
     | BedrockAccessDenied
     | CorruptCrc
+    | RefusePrefill
+    | ExpireResume
 )

@@ -33,6 +33,10 @@ class ResponsesWire(ChatWire):
     def _id(self, sc: Scenario, ctx: RequestContext) -> str:
         return sc.id or f"resp_emu{ctx.seq}"
 
+    def response_id(self, sc: Scenario, ctx: RequestContext) -> str:
+        """The id of the response this request is answered with (RC-2: its stored frames' key)."""
+        return self._id(sc, ctx)
+
     def _usage(self, sc: Scenario) -> dict[str, Any] | None:
         u = sc.usage
         if u is None:
@@ -75,6 +79,7 @@ class ResponsesWire(ChatWire):
             "usage": self._usage(sc) if final else None,
             "user": None,
             "metadata": {},
+            **({"background": True} if ctx.body.get("background") is True else {}),
         }
 
     def _final_status(self, sc: Scenario) -> str:

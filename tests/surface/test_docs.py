@@ -30,7 +30,7 @@ import fsm_agent
 import fsm_agent.testing
 
 ROOT = Path(__file__).resolve().parents[2]
-PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT"
+PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC"
 CITED = re.compile(rf"\b(?:{PREFIXES})-(?:[A-Z]\d*|\d+)\b")
 # A rule is defined as a list item opening with its anchor and its bold ID: `- <a id="res-4"></a>**RES-4**`.
 DEFINED = re.compile(
@@ -99,6 +99,9 @@ def test_behaviour_md_defines_the_whole_contract_once() -> None:
     assert len(found) == len(set(found)), "a rule is defined twice"
     expected = {f"{prefix}-{n}" for prefix, count in CONTRACT.items() for n in range(1, count + 1)}
     expected |= PROVIDER_RULES
+    # RC-: the recovery ladder's rules; the other three of section 15 (route-owned rejections, the
+    # first-byte switch, the breaker) are defined where those are built
+    expected |= {f"RC-{n}" for n in (1, 2, 3, 4, 5, 6, 10, 11)}
     assert set(found) == expected, (expected - set(found), set(found) - expected)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import actions as act
 from ..events import ReasoningDelta, TextDelta
+from ..recovery import RESTART_MARKER
 from ..redact import redact
 
 __all__ = [
@@ -50,7 +51,16 @@ class Activity:
 
 
 class Callbacks:
-    __slots__ = ("_activity", "_reasoning", "_status", "_text", "_tool_args", "_tool_call", "activity")
+    __slots__ = (
+        "_activity",
+        "_reasoning",
+        "_reset",
+        "_status",
+        "_text",
+        "_tool_args",
+        "_tool_call",
+        "activity",
+    )
 
     def __init__(
         self,
@@ -60,8 +70,10 @@ class Callbacks:
         on_status: Callable[[str], Any] | None = None,
         on_activity: Callable[[str], Any] | None = None,
         on_tool_args: Callable[[int, str, Any], Any] | None = None,
+        on_reset: Callable[[str], Any] | None = None,
     ) -> None:
         self._text = on_text
+        self._reset = on_reset  # RC-4
         self._tool_args = on_tool_args
         self._reasoning = on_reasoning
         self._tool_call = on_tool_call
@@ -89,6 +101,11 @@ class Callbacks:
                     return self._tool_args(out.index, out.name, out.value)
             elif kind is Activity and self._activity is not None:
                 return self._safe_activity(out.kind)
+            elif kind is act.Reset:  # RC-4: the caller's on_reset, else the marker line to on_text
+                if self._reset is not None:
+                    return self._reset(out.shown)
+                if self._text is not None:
+                    return self._text(RESTART_MARKER)
         except Exception as exc:
             raise CallbackError(exc) from exc
         return None
@@ -145,7 +162,15 @@ def activity_label(obj: Any) -> str:
     return kind if isinstance(kind, str) else type(obj).__name__
 
 
-_CALLBACK_NAMES = ("on_text", "on_reasoning", "on_tool_call", "on_status", "on_activity", "on_tool_args")
+_CALLBACK_NAMES = (
+    "on_text",
+    "on_reasoning",
+    "on_tool_call",
+    "on_status",
+    "on_activity",
+    "on_tool_args",
+    "on_reset",
+)
 
 
 def check_callbacks(callbacks: tuple[Any, ...], interrupt: Any) -> None:

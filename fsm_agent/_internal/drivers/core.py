@@ -22,6 +22,7 @@ from .. import actions as act
 from ..endpoint import EndpointLink
 from ..errors import MachineError
 from ..events import AttemptFailed
+from ..prefill import prefilled
 from ..providers.base import Attempt, ProviderAdapter
 from ..redact import scrub_error
 from ..request import RequestMachine
@@ -106,6 +107,13 @@ class DriverCore(ActionLoop, Generic[W]):
         self.watchdog.stale_timeout = route.stale_timeout
         if route.link is not None:  # HL-1: the route's endpoint has a health of its own
             self.health = route.link
+
+    def _attempt_params(self, plan: act.OpenAttempt) -> dict[str, Any]:
+        """The request of one attempt: the route's params, carrying the shown text to continue
+        when the attempt is a continuation (RC-3)."""
+        if plan.prefill is None:
+            return self.params
+        return prefilled(self.adapter.api, self.params, plan.prefill)
 
     def _unused_routes(self) -> list[Any]:
         """Sources of the routes other than the current one (a factory's client made to infer an API

@@ -68,6 +68,12 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "routes": (int,),  # RT-: keep only the first N routes (what if there had been no fallback?)
     "cooldown_s": (int, float),
     "breaker_probe": (bool,),
+    # issue 25b, RC-1: the recovery ladder, and which routes take a prefill (RC-3)
+    "recover_resume": (bool,),
+    "recover_continue": (bool,),
+    "recover_restart": (bool,),
+    "final_raise": (bool,),
+    "route_prefill": (list,),
 }
 # Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
 _NON_NEGATIVE = frozenset(
@@ -89,6 +95,11 @@ _DEFAULTS: dict[str, Any] = {
     "routes": None,
     "cooldown_s": 0.0,
     "breaker_probe": False,
+    "recover_resume": False,
+    "recover_continue": False,
+    "recover_restart": False,
+    "final_raise": False,
+    "route_prefill": [],
 }
 
 
@@ -204,6 +215,11 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         stream_options_unsupported=settings["stream_options_unsupported"],
         cooldown_s=float(settings["cooldown_s"]),
         breaker_probe=settings["breaker_probe"],
+        recover_resume=settings["recover_resume"],
+        recover_continue=settings["recover_continue"],
+        recover_restart=settings["recover_restart"],
+        final_raise=settings["final_raise"],
+        route_prefill=tuple(flag is True for flag in settings["route_prefill"]),
     )
     # no hooks: a replay logs nothing
     return RequestMachine(ctx, request_id=request_id, watch_tool_args=watch_tool_args)
