@@ -128,7 +128,13 @@ def plan_request(
         routes = [prepare_one(target, params, api, session.stale_timeout_for, in_async=in_async)]
     first = routes[0]
     observer = session._observer.request(first.source, first.api, first.model, first.params)
-    machine = new_machine(session, tuple(route.name for route in routes), observer, watch_tool_args)
+    machine = new_machine(
+        session,
+        tuple(route.name for route in routes),
+        observer,
+        watch_tool_args,
+        route_retries=tuple(route.retries for route in routes),
+    )
     for route in routes:  # HL-1: each route's endpoint has a health of its own
         settings = HealthSettings(
             stale_giveup=session.stale_giveup,
@@ -161,6 +167,7 @@ def new_machine(
     route_names: tuple[str, ...],
     observer: RequestTelemetry | None = None,
     watch_tool_args: bool = False,
+    route_retries: tuple[int | None, ...] = (),
 ) -> RequestMachine:
     """A request's machine with the session's settings, its trace taps and its telemetry hook."""
     backoff = session.backoff
@@ -172,6 +179,7 @@ def new_machine(
     ctx = RequestContext(
         route_names=route_names,
         retries=session.retries,
+        route_retries=route_retries,  # RC-8
         unsupported=session.unsupported,
         stale_giveup=session.stale_giveup,
         backoff_base=backoff.base,
