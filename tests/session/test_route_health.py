@@ -196,7 +196,8 @@ def test_scorecard_primary_never_answers_and_the_fallback_answers_after_the_firs
     assert elapsed < 0.3 + PROMPTLY
     assert sum(status.startswith("stalled") for status in statuses) == 1
     print(
-        f"\nscorecard 'primary never answers': {len(emulator.requests)} attempt on the primary, answered in {elapsed:.2f} s"
+        f"\nscorecard 'primary never answers': {len(emulator.requests)} attempt on the primary, "
+        f"answered in {elapsed:.2f} s"
     )
 
 
@@ -222,7 +223,8 @@ def test_scorecard_a_60_s_outage_of_503s_costs_the_dead_route_a_few_attempts_not
     clock.now += 600
     with_breaker = outage(emulator, fallback, clients, clock)  # stale_giveup: the default, 5
     print(
-        f"\nscorecard '60 s outage, 15 requests': {with_breaker} attempts on the dead route ({without_breaker} without the breaker)"
+        f"\nscorecard '60 s outage, 15 requests': {with_breaker} attempts on the dead route "
+        f"({without_breaker} without the breaker)"
     )
     assert without_breaker == 45
     assert with_breaker <= 6
