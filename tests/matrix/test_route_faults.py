@@ -26,7 +26,16 @@ from helpers import INSTANT, PROMPTLY, assert_emulator_and_threads_idle
 from lanes import APIS, Lane, lane, lane_params
 
 import fsm_agent
-from fsm_agent.testing import THREAD_PREFIX, ContextTooLong, Emulator, Flapping, HttpError, Scenario, Stall
+from fsm_agent.testing import (
+    THREAD_PREFIX,
+    ContextTooLong,
+    Emulator,
+    Flapping,
+    HttpError,
+    Scenario,
+    Stall,
+    StreamError,
+)
 
 __all__ = ["lane"]
 
@@ -124,6 +133,37 @@ def test_rc7_openai_compatible_hosts_words_switch_too(lane: Lane, fallback: Emul
     lane.emulator.script(Scenario.build("x", faults=[ContextTooLong(tokens=9000, limit=8192, host=host)]))
     result = lane.stream_routes(fsm_agent.Session(backoff=INSTANT), two_routes(lane, fallback))
     assert (result.route, len(lane.emulator.requests)) == ("fallback", 1)
+    assert_clean(lane, fallback)
+
+
+# Each API's in-stream error for an over-long prompt, where one comes inside a 200 stream: the
+# Responses `response.failed` event, Bedrock's `validationException` message, Chat's error chunk,
+# Anthropic's `error` event, Gemini's error chunk.
+IN_STREAM_TOO_LONG = {
+    "chat": StreamError(0, message="maximum context length exceeded", code="context_length_exceeded"),
+    "responses": StreamError(
+        0, message="Your input exceeds the context window of this model.", code="context_length_exceeded"
+    ),
+    "anthropic": StreamError(
+        0, message="prompt is too long: 215000 tokens > 200000 maximum", error_type="invalid_request_error"
+    ),
+    "bedrock": StreamError(
+        0, message="Input is too long for requested model.", bedrock_exception="validationException"
+    ),
+    "gemini": StreamError(
+        0,
+        message="The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+        code="invalid_argument",
+    ),
+}
+
+
+@lanes(drivers=("sync",))
+def test_rc7_the_same_rejection_inside_a_stream_switches_too(lane: Lane, fallback: Emulator) -> None:
+    lane.emulator.script(Scenario.build("x", faults=[IN_STREAM_TOO_LONG[lane.api]]))
+    result = lane.stream_routes(fsm_agent.Session(backoff=INSTANT), two_routes(lane, fallback))
+    assert (result.content, result.route, len(lane.emulator.requests)) == (ANSWER, "fallback", 1)
+    assert any(guards.get("route_owned") for guards in guards_of(result, "switching"))
     assert_clean(lane, fallback)
 
 
