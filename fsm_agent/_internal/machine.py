@@ -139,8 +139,8 @@ TABLE: list[Row] = [
     # before (RC-7: the rejection is raised; RC-8, RC-9: the retries go on).
     # RC-7: the route rejected the request as its own (the prompt does not fit its model, its key
     # cannot use the model): the next route may take it (amends RT-2)
-    _row("error", (S.CONNECTING, S.FALLBACK), S.SWITCHING, ["route_left", "route_owned"],
-         ["has_visible_text"],
+    _row("error", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FALLBACK), S.SWITCHING,
+         ["route_left", "route_owned"], ["has_visible_text"],
          effects=["say_switching_owned", "close", "load_next_route"]),
     # RC-8: the attempt stalled before its first byte: leave at once, not after its retries
     _row("closed", S.STALLED, S.SWITCHING, ["route_left", "first_byte_stall"],
