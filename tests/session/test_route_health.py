@@ -228,3 +228,29 @@ def test_scorecard_a_60_s_outage_of_503s_costs_the_dead_route_a_few_attempts_not
     )
     assert without_breaker == 45
     assert with_breaker <= 6
+
+
+# -- RC-8: a route's own retries, in the trace too ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("record_wire", [True, False])
+def test_rc8_a_routes_retry_cap_is_in_the_trace_and_replays(
+    emulator: Emulator, fallback: Emulator, clients: Clients, record_wire: bool
+) -> None:
+    emulator.script(Scenario.build("x", faults=[HttpError(503)]))
+    sink = fsm_agent.MemorySink(record_wire=record_wire)
+    session = fsm_agent.Session(backoff=INSTANT, retries=2, stale_giveup=0, trace=sink)
+    result = session.stream(clients.routes(emulator.openai_base_url, fallback, retries=0))
+    assert (result.route, on_primary(result)) == ("fallback", 1)
+    report = fsm_agent.replay(sink)
+    assert report.matched, report.first_mismatch
+
+
+@pytest.mark.parametrize("retries", [-1, True, 1.5, "2"])
+def test_rc8_a_routes_retry_cap_is_checked(emulator: Emulator, clients: Clients, retries: Any) -> None:
+    route = Route(
+        clients.openai(emulator.openai_base_url), {"model": "m", "messages": MESSAGES}, retries=retries
+    )
+    with pytest.raises(ValueError, match="retries must be a whole number"):
+        fsm_agent.Session().stream([route])
+    assert emulator.requests == []
