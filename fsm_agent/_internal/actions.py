@@ -125,7 +125,8 @@ class Status(Frozen):
 
 class Remember(Frozen):
     """Update the endpoint's health (HL-1): `stream_options_unsupported`, `streaming_disabled`,
-    `stall`, `success`, or `cooldown` for `seconds` from now (BO-6)."""
+    `stall`, `failure` (another failed attempt of a transient kind, RC-9), `success`, or
+    `cooldown` for `seconds` from now (BO-6)."""
 
     __slots__ = ("fact", "seconds")
     fact: str

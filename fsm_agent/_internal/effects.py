@@ -226,7 +226,7 @@ def _next_route(m: RequestMachine) -> str:
 def say_skip_breaker(m: RequestMachine) -> tuple[act.Action, ...]:
     """RT-1: the route is skipped without a request: its breaker is open."""
     ctx = m.ctx
-    why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} stalled requests in a row)"
+    why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} failed attempts in a row)"
     return (act.Status(f"switching to {_next_route(m)}: {why}"),)
 
 
@@ -329,7 +329,7 @@ def breaker_error(m: RequestMachine) -> tuple[act.Action, ...]:
     """WD-3 / BO-7: the breaker is open: the request fails without connecting."""
     ctx = m.ctx
     ctx.error = ProviderUnresponsiveError(
-        f"provider unresponsive: {ctx.stale_streak} consecutive stalled requests "
+        f"provider unresponsive: {ctx.stale_streak} consecutive failed attempts "
         f"(stale_giveup={ctx.stale_giveup}); not connecting",
         retry_at=ctx.breaker_retry_at,
     )
@@ -442,6 +442,26 @@ def incomplete_error(m: RequestMachine) -> tuple[act.Action, ...]:
     return ()
 
 
+# -- issue 25a: route-owned errors, first-byte switch, breaker (RC-7, RC-8, RC-9) ------------------
+def say_switching_owned(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-7: the route rejected the request as its own (its model, its key)."""
+    return (act.Status(f"switching to {_next_route(m)}: {_failed_why(m)}; another route may take it"),)
+
+
+def say_switching_first_byte(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-8: the route stalled before its first byte: left at once, its retries unspent."""
+    ctx = m.ctx
+    why = f"{ctx.route_name} sent nothing before the deadline ({type(ctx.error).__name__}: {ctx.error})"
+    return (act.Status(f"switching to {_next_route(m)}: {why}; not retried there"),)
+
+
+def say_switching_breaker(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-9: this failure opened the route's breaker: the route is left with its retries unspent."""
+    ctx = m.ctx
+    why = f"{_failed_why(m)}; its breaker is open ({ctx.stale_streak} failed attempts in a row)"
+    return (act.Status(f"switching to {_next_route(m)}: {why}"),)
+
+
 EFFECTS: dict[str, Effect] = {
     effect.__name__: effect
     for effect in (
@@ -487,5 +507,9 @@ EFFECTS: dict[str, Effect] = {
         say_restarting,
         remember_no_prefill,
         incomplete_error,
+        # issue 25a (RC-7, RC-8, RC-9)
+        say_switching_owned,
+        say_switching_first_byte,
+        say_switching_breaker,
     )
 }

@@ -153,6 +153,9 @@ class ErrorKind(enum.Enum):
     STREAM_OPTIONS_REJECTED = "stream_options_rejected"
     STREAMING_UNSUPPORTED = "streaming_unsupported"
     INTERRUPT = "interrupt"
+    # RC-7: a rejection that belongs to the route's model or key (the prompt does not fit it, the
+    # key cannot use it), recognised by the route's adapter: not retried; the next route may serve
+    ROUTE_OWNED = "route_owned"
 
 
 _TRANSIENT_CLASS_NAMES = frozenset(
@@ -257,6 +260,26 @@ def _transient_in_stream(code: str | None, body: Any) -> bool:
     if isinstance(kind, str) and kind.lower() in _TRANSIENT_PROVIDER_CODES:
         return True
     return is_transient_status(int(code))
+
+
+_RATE_LIMIT_CODES = frozenset(
+    {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "throttlingexception"}
+)
+
+
+def is_rate_limit(exc: BaseException) -> bool:
+    """A rate limit or a busy server's request to hold off (408, 409, 429, or the provider's
+    rate-limit code): the endpoint works, it asks for less (RC-9 does not count it)."""
+    status = status_of(exc)
+    if status in _TRANSIENT_4XX:
+        return True
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code.lower() in _RATE_LIMIT_CODES:
+        return True
+    kind = provider_error_type(exc)
+    return (kind is not None and kind.lower() in _RATE_LIMIT_CODES) or (
+        aws_error_code(exc).lower() in _RATE_LIMIT_CODES
+    )
 
 
 def is_transient_status(status: int) -> bool:

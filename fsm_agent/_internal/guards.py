@@ -72,9 +72,25 @@ class RequestContext:
     resume_cursor: int | None = None  # RC-2: the attempt's last event read, on a resumable stream
     resume_id: str | None = None  # RC-2: the attempt's response id, on a resumable stream
     resume_from: tuple[str, int] | None = None  # RC-2: (response id, cursor) a resumed attempt reads
+    # RC-8: the request's retries as the session set them (None: `retries`), each route's own cap
+    # (None: none), and whether this attempt stalled before its first byte (nothing of the answer
+    # arrived: it stalled in `connecting`; a phased watchdog's connect and first-event deadlines
+    # feed the same fact)
+    request_retries: int | None = None
+    route_retries: tuple[int | None, ...] = ()
+    first_byte_stall: bool = False
 
     def __post_init__(self) -> None:
+        if self.request_retries is None:
+            self.request_retries = self.retries
         self.bound_wait()
+        self.bound_retries()
+
+    def bound_retries(self) -> None:
+        """RC-8: the current route's retry budget: the request's, capped by the route's own."""
+        request = self.request_retries if self.request_retries is not None else self.retries
+        cap = self.route_retries[self.route] if self.route < len(self.route_retries) else None
+        self.retries = request if cap is None else min(request, cap)
 
     def bound_wait(self) -> None:
         """BO-3: the longest hint waited out on the current route: the switch bound while another
@@ -90,6 +106,7 @@ class RequestContext:
         self.finish_seen = False
         self.fallback_running = False
         self.resume_cursor = self.resume_id = None
+        self.first_byte_stall = False
         self.error = None
         self.error_kind = None
         self.error_status = None
@@ -102,6 +119,7 @@ class RequestContext:
         """RT-2: the request goes on on route `index`, with a retry budget of its own."""
         self.route = index
         self.bound_wait()
+        self.bound_retries()
         self.retries_used = 0
         self.buffer_tool_input = False
         self.finished_response = None
@@ -141,13 +159,14 @@ class RequestContext:
         inputs.hint_source = self.hint_source
         inputs.wait_s = self.wait_s
         inputs.wait_source = self.wait_source
+        inputs.first_byte_stall = self.first_byte_stall
         return inputs.__dict__
 
 
 class _Inputs:
     """A record's inputs, built as this object's attributes and handed over as its `__dict__`.
 
-    Every request keeps a record per transition, each with these 22 inputs. As a dict literal that
+    Every request keeps a record per transition, each with these 23 inputs. As a dict literal that
     is ~830 bytes (22 keys outgrow the 21 a small hash table holds); the instance dicts of one
     class share one key table, so each is a plain `dict` of ~300 bytes. That is most of a short
     request's own memory when hundreds are in flight. The attributes are always set in the same
@@ -176,6 +195,7 @@ class _Inputs:
     hint_source: str | None
     wait_s: float
     wait_source: str | None
+    first_byte_stall: bool
 
 
 Guard = Callable[[RequestContext], bool]
@@ -331,6 +351,24 @@ def final_raises(ctx: RequestContext) -> bool:
     return ctx.final_raise
 
 
+# -- issue 25a: route-owned errors, first-byte switch, breaker (RC-7, RC-8, RC-9) ------------------
+def route_owned(ctx: RequestContext) -> bool:
+    """RC-7: the route rejected the request as its own (the prompt does not fit its model, its key
+    cannot use the model), as its adapter recognised it: another route may serve it."""
+    return ctx.error_kind is ErrorKind.ROUTE_OWNED
+
+
+def first_byte_stall(ctx: RequestContext) -> bool:
+    """RC-8: the attempt stalled before its first byte (nothing of the answer arrived)."""
+    return ctx.first_byte_stall
+
+
+def breaker_now_open(ctx: RequestContext) -> bool:
+    """RC-9: the endpoint's failed attempts in a row have reached `stale_giveup`: its breaker is
+    open now (this request's own failure tripped it, or re-tripped it as the half-open probe)."""
+    return ctx.stale_giveup > 0 and ctx.stale_streak >= ctx.stale_giveup
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
@@ -361,5 +399,9 @@ GUARDS: dict[str, Guard] = {
         final_raises,
         resume_here,
         resuming,
+        # issue 25a (RC-7, RC-8, RC-9)
+        route_owned,
+        first_byte_stall,
+        breaker_now_open,
     )
 }

@@ -86,7 +86,7 @@ _HEALTHY = EndpointHealth()
 class HealthChange:
     """A change to one endpoint's health; fields left at their default change nothing."""
 
-    stall: bool = False  # WD-3: one more stall (the streak grows)
+    stall: bool = False  # WD-3, RC-9: one more failed attempt, a stall or another (the streak grows)
     success: bool = False  # a successful request or stub: streak reset, breaker closed
     breaker_open_until: float | None = None  # trip (or re-trip) the breaker until then
     probe_until: float | None = None  # take (or release, with 0.0) the half-open probe

@@ -138,6 +138,30 @@ TABLE: list[Row] = [
     _row("finish", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL), S.FINISHING),
     _row("end", (S.STREAMING_TEXT, S.FINISHING), S.DONE,
          effects=["build_result", "close", "remember_success", "finish"]),
+    # -- issue 25a: route-owned errors, first-byte switch, breaker ----------------------------------
+    # Before the rows below of the same trigger and state: they are tried first. Each leaves a
+    # route that cannot serve while another remains; with none left, the rows below decide as
+    # before (RC-7: the rejection is raised; RC-8, RC-9: the retries go on).
+    # RC-7: the route rejected the request as its own (the prompt does not fit its model, its key
+    # cannot use the model): the next route may take it (amends RT-2)
+    _row("error", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FALLBACK), S.SWITCHING,
+         ["route_left", "route_owned"], ["has_visible_text"],
+         effects=["say_switching_owned", "close", "load_next_route"]),
+    # RC-8: the attempt stalled before its first byte: leave at once, not after its retries
+    _row("closed", S.STALLED, S.SWITCHING, ["route_left", "first_byte_stall"],
+         effects=["say_switching_first_byte", "close", "load_next_route"]),
+    # RC-9: this failure opened the route's breaker (WD-3, BO-7): nothing visible yet, so leave
+    # now rather than spend the rest of the retries on a dead endpoint
+    _row("error", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL), S.SWITCHING,
+         ["route_left", "is_transient", "breaker_now_open"], ["has_visible_text"],
+         effects=["say_switching_breaker", "close", "load_next_route"]),
+    _row("end", S.CONNECTING, S.SWITCHING, ["route_left", "is_transient", "breaker_now_open"],
+         ["has_visible_text"],
+         effects=["say_switching_breaker", "close", "load_next_route"]),
+    _row("closed", S.STALLED, S.SWITCHING, ["route_left", "is_transient", "breaker_now_open"],
+         ["has_visible_text"],
+         effects=["say_switching_breaker", "close", "load_next_route"]),
+    # -- end of issue 25a ------------------------------------------------------------------------------
     # -- an end with nothing in it: empty (transient), or keepalives only (streaming unsupported) ---
     # (An end cut short of the finish reason is fed as an `error`: IncompleteStreamError.)
     _row("end", S.CONNECTING, S.FALLBACK, ["streaming_unsupported", "fallback_allowed"], ["has_visible_text"],

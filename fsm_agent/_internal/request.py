@@ -27,6 +27,7 @@ from .errors import (
     ToolInputError,
     classify,
     is_parser_error,
+    is_rate_limit,
     status_of,
 )
 from .events import (
@@ -310,13 +311,14 @@ class RequestMachine:
                 )
             else:
                 self._set_error(EmptyStreamError("the stream ended without any content"))
+            return (*self._count_failure(), *self._fire("end", event, t))
         elif not self.ctx.finish_seen and (self.ctx.tools_in_flight or not event.complete):
             # Cut short: no finish reason, and a tool call being built or no end marker. What
             # arrived may be truncated, so it is decided as a transient error, not a success.
             names = ", ".join(slot.name or "?" for slot in self.acc.tools_in_flight())
             where = f"mid tool-call ({names})" if names else "before its finish reason and end marker"
             self._set_error(IncompleteStreamError(f"the stream ended {where}"))
-            return self._fire("error", event, t)
+            return (*self._count_failure(), *self._fire("error", event, t))
         return self._fire("end", event, t)
 
     def _finished_response(self, event: FinishedResponse, t: float) -> tuple[Output, ...]:
@@ -339,6 +341,8 @@ class RequestMachine:
         waited_for = "answer to the non-streaming request" if self.ctx.fallback_running else "provider event"
         self._set_error(StreamStalledError(f"no {waited_for} for {event.stale_timeout:g} s"))
         self.ctx.stale_streak += 1
+        # RC-8: nothing of the answer arrived (the attempt is still connecting)
+        self.ctx.first_byte_stall = self.state is S.CONNECTING
         return (act.Remember("stall"), *self._fire("stale", event, t))
 
     def _route_loaded(self, event: RouteLoaded, t: float) -> tuple[Output, ...]:
@@ -359,7 +363,8 @@ class RequestMachine:
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
         kind = ErrorKind.FATAL if event.from_callback else event.kind
         self._set_error(event.error, kind, event.hint, event.hint_source)
-        out = self._fire("error", event, t)
+        failed = self._count_failure()
+        out = (*failed, *self._fire("error", event, t))
         if event.hint is not None and status_of(event.error) in (429, 529):
             # BO-6: the endpoint asked everyone to hold off; the session's other requests wait too.
             return (act.Remember("cooldown", event.hint), *out)
@@ -431,6 +436,16 @@ class RequestMachine:
             )
         else:
             ctx.wait_s, ctx.wait_source = 0.0, None
+
+    def _count_failure(self) -> tuple[Output, ...]:
+        """RC-9: a failed attempt of a transient kind (a 5xx, a connection error, a cut or empty
+        stream) counts toward the endpoint's breaker as a stall does (WD-3); a rate limit does not
+        (it has its cooldown, BO-6). Counted before the trigger, so its rows see the streak."""
+        ctx = self.ctx
+        if ctx.error_kind is not ErrorKind.TRANSIENT or ctx.error is None or is_rate_limit(ctx.error):
+            return ()
+        ctx.stale_streak += 1
+        return (act.Remember("failure"),)
 
     # -- firing a trigger ----------------------------------------------------------------------------
     def _signal(self, trigger: str, ignored: frozenset[State], event: object, t: float) -> tuple[Output, ...]:

@@ -129,7 +129,13 @@ def plan_request(
         routes = [prepare_one(target, params, api, session.stale_timeout_for, in_async=in_async)]
     first = routes[0]
     observer = session._observer.request(first.source, first.api, first.model, first.params)
-    machine = new_machine(session, tuple(route.name for route in routes), observer, watch_tool_args)
+    machine = new_machine(
+        session,
+        tuple(route.name for route in routes),
+        observer,
+        watch_tool_args,
+        route_retries=tuple(route.retries for route in routes),
+    )
     # RC-3: which routes' endpoints may be asked to continue shown text
     machine.ctx.route_prefill = tuple(
         accepts_prefill(route.api, route.params, base_url_of(route.source.peek())) for route in routes
@@ -166,6 +172,7 @@ def new_machine(
     route_names: tuple[str, ...],
     observer: RequestTelemetry | None = None,
     watch_tool_args: bool = False,
+    route_retries: tuple[int | None, ...] = (),
 ) -> RequestMachine:
     """A request's machine with the session's settings, its trace taps and its telemetry hook."""
     backoff = session.backoff
@@ -177,6 +184,7 @@ def new_machine(
     ctx = RequestContext(
         route_names=route_names,
         retries=session.retries,
+        route_retries=route_retries,  # RC-8
         unsupported=session.unsupported,
         stale_giveup=session.stale_giveup,
         backoff_base=backoff.base,

@@ -56,9 +56,10 @@ class Session:
         stale_timeout: Seconds without a provider event before a stream counts as stalled (WD-1);
             None reads `FSM_AGENT_STREAM_STALE_TIMEOUT`, else 180 s raised to the model's
             reasoning floor (WD-2).
-        stale_giveup: Stalls in a row after which `stream()` refuses to connect and raises
-            `ProviderUnresponsiveError` (WD-3); 0 never gives up; None reads
-            `FSM_AGENT_STREAM_STALE_GIVEUP`, else 5.
+        stale_giveup: Failed attempts in a row on one endpoint (stalls, 5xx, connection errors:
+            RC-9) after which its breaker opens: a request with another route starts there, one
+            without raises `ProviderUnresponsiveError` before connecting (WD-3); 0 never gives
+            up; None reads `FSM_AGENT_STREAM_STALE_GIVEUP`, else 5.
         unsupported: What to do when an endpoint cannot stream (RES-9): `"fallback"` (default)
             makes the same call without streaming; `"raise"` raises.
         trace: Where to write the transition records (TR-1): a path (JSON Lines, created
@@ -69,7 +70,7 @@ class Session:
             (BO-3). None means `Backoff()`: full jitter from 0.5 s, capped at 8 s, hints up to
             60 s while another route remains and up to 120 s on the last route (what the bare
             openai SDK waits out). `Backoff(base=0)` retries at once.
-        breaker_cooldown: Seconds after the stall breaker trips (WD-3) before one request is let
+        breaker_cooldown: Seconds after the breaker trips (WD-3, RC-9) before one request is let
             through as a probe (BO-7).
         health: Where endpoint health is kept (HL-1): None for an in-process `MemoryHealth()`;
             a shared store (`RedisHealth`) lets every process see it (HL-2).
@@ -87,7 +88,8 @@ class Session:
         streaming_disabled: The endpoint cannot stream; requests go straight to the non-streaming
             call (RES-9).
         stream_options_unsupported: The endpoint refuses `stream_options` (RES-8).
-        stale_streak: Stalls in a row, reset by any success or stub (WD-3).
+        stale_streak: Failed attempts in a row (stalls and other transient failures, RC-9),
+            reset by any success or stub (WD-3).
 
     Raises:
         ValueError: A setting, or an `FSM_AGENT_STREAM_*` variable, that is out of range.
@@ -233,7 +235,7 @@ class Session:
         Raises:
             TypeError: `params` is not a dict, the client is an async one, or no known SDK shape.
             InterruptedError: The request was interrupted (RES-11).
-            ProviderUnresponsiveError: The stall breaker is open (WD-3).
+            ProviderUnresponsiveError: The endpoint's breaker is open (WD-3, RC-9).
             FsmAgentError: Any other failure of fsm_agent's own; a failure the SDK knows is
                 raised as the SDK's exception (its connection error, its HTTP status errors).
         """

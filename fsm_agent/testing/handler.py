@@ -218,6 +218,8 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self._send_bytes(status, data, "application/json", headers or {})
 
     def _serve(self, sc: Scenario, wire: Wire, ctx: RequestContext) -> None:
+        if self._route_fault(sc, wire, ctx):
+            return
         prefill = prefill_of(ctx.api, ctx.body)
         if prefill is not None:  # RC-3: refused per model, or continued
             refuse = sc.fault(F.RefusePrefill)
@@ -283,6 +285,25 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         if end is not None:
             frames = frames[: position(frames, end.frames, end.kind)]
         self._stream(wire.stream_content_type, build_plan(frames, wire, sc, ctx, delay))
+
+    def _route_fault(self, sc: Scenario, wire: Wire, ctx: RequestContext) -> bool:
+        """Issue 25a's faults (`NeverAnswers`, `Flapping`, `ContextTooLong`); True when one answered."""
+        silent = sc.fault(F.NeverAnswers)
+        if silent is not None:
+            self._silence(silent.seconds)
+            self._abort()
+            return True
+        flapping = sc.fault(F.Flapping)
+        if flapping is not None and (ctx.seq - 1) % max(1, flapping.down + flapping.up) < flapping.down:
+            body, headers = wire.error_body(flapping.status, status_message(flapping.status))
+            self._send_json(flapping.status, body, headers)
+            return True
+        too_long = sc.fault(F.ContextTooLong)
+        if too_long is not None:
+            status, body, headers = wire.context_too_long(too_long, ctx)
+            self._send_json(status, body, headers)
+            return True
+        return False
 
     def _stream(self, ctype: str, plan: Iterable[Action]) -> None:
         self.send_response(200)

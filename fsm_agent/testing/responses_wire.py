@@ -220,3 +220,17 @@ class ResponsesWire(ChatWire):
 
     def malformed_frame(self, payload: str) -> bytes:
         return f"event: response.output_text.delta\ndata: {payload}\n\n".encode()
+
+    def context_too_long(
+        self, fault: F.ContextTooLong, ctx: RequestContext
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Issue 25a: the Responses API's 400 for an input over the model's context window."""
+        error = {
+            "message": (
+                "Your input exceeds the context window of this model. Please adjust your input and try again."
+            ),
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "context_length_exceeded",
+        }
+        return 400, {"error": error}, {}

@@ -169,8 +169,9 @@ def test_silent_retry_before_visible_text_then_exhaustion_raises_original() -> N
         errors.append(error)
         m.feed(TextDelta("   "), 0.1)  # whitespace only: not visible (RES-6)
         out = m.feed(AttemptFailed(error), 0.2)
-        if attempt < 2:
-            assert _kinds(out) == [act.Status, act.CloseAttempt]
+        if attempt < 2:  # RC-9: the failed attempt counts toward the endpoint's breaker first
+            assert _kinds(out) == [act.Remember, act.Status, act.CloseAttempt]
+            assert out[0] == act.Remember("failure")
             assert _kinds(m.feed(AttemptClosed(), 0.2)) == [act.OpenAttempt]
     assert isinstance(out[-1], act.Raise) and out[-1].error is errors[-1]
     assert m.state is State.FAILED and m.ctx.attempt == 3
@@ -356,7 +357,7 @@ def test_cut_mid_tool_call_without_finish_is_retried() -> None:
     m.feed(Start(), 0.0)
     m.feed(ToolCallDelta(0, "a", "one", '{"x'), 0.1)
     out = m.feed(StreamEnd(frames=1), 0.2)
-    assert _kinds(out) == [act.Status, act.CloseAttempt]
+    assert _kinds(out) == [act.Remember, act.Status, act.CloseAttempt]  # RC-9: counted, then retried
 
 
 def test_error_after_finish_keeps_the_answer() -> None:

@@ -169,6 +169,7 @@ class DriverCore(ActionLoop, Generic[W]):
             stalled=fired == "stale",
             stale_timeout=watchdog.stale_timeout,
             open_for=None if opened_at is None else time.monotonic() - opened_at,
+            route_owned=self.adapter.route_owned,
         )
         return self._feed(event)
 
@@ -192,7 +193,12 @@ class DriverCore(ActionLoop, Generic[W]):
         request (WIRE-5), both under the byte cap (SEC-5)."""
         if json_body is not None:
             return JsonBodyPipeline(json_body, max_bytes=self.max_bytes)
-        return WirePipeline(self.adapter.translator(), max_bytes=self.max_bytes, on_activity=on_activity)
+        return WirePipeline(
+            self.adapter.translator(),
+            max_bytes=self.max_bytes,
+            on_activity=on_activity,
+            route_owned=self.adapter.route_owned,
+        )
 
     def _limited(self, attempt: Attempt) -> Attempt:
         """Give a stream of objects read from bytes below us (Bedrock) the byte cap (SEC-5)."""

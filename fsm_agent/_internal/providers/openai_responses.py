@@ -14,6 +14,7 @@ final object, lazily. Never decides policy.
 from __future__ import annotations
 
 import json
+import re
 from functools import partial
 from typing import Any
 
@@ -44,6 +45,7 @@ from .base import (
     open_streaming,
     timeout_for,
 )
+from .rejections import RouteRejections
 
 __all__ = ["ResponsesAdapter", "ResponsesTranslator", "response_events"]
 
@@ -508,8 +510,19 @@ def _is_finished_response(obj: Any) -> bool:
     return getattr(obj, "object", None) == "response" and hasattr(obj, "output")
 
 
+# RC-7: the Responses API says the input does not fit the model with `context_length_exceeded`
+# ("Your input exceeds the context window of this model"), as an HTTP 400 or in a
+# `response.failed` event; a model this key cannot use is a 404 (RT-2) or `model_not_found`.
+RESPONSES_REJECTIONS = RouteRejections(
+    statuses=frozenset({400}),
+    codes=frozenset({"context_length_exceeded", "model_not_found"}),
+    words=re.compile(r"exceeds the context window|maximum context length", re.IGNORECASE),
+)
+
+
 class ResponsesAdapter(SDKAdapter):
     api = "responses"
+    route_owned = staticmethod(RESPONSES_REJECTIONS.owns)
     is_finished = staticmethod(_is_finished_response)
     as_finished = staticmethod(final_response)  # WIRE-5 / RES-9: a JSON answer is used as is
 

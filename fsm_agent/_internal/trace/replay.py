@@ -193,6 +193,7 @@ def recorded_settings(found: RequestTrace) -> dict[str, Any]:
     if not names:  # no header: the route names the records carry
         names = tuple(dict.fromkeys(record.route for record in found.records if record.route is not None))
     settings["route_names"] = names
+    settings["route_retries"] = header.route_retries if header is not None else ()  # RC-8
     settings["routes"] = len(names) or None
     return settings
 
@@ -204,6 +205,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
     ctx = RequestContext(
         route_names=names,
         retries=settings["retries"],
+        route_retries=tuple(settings.get("route_retries", ()))[: len(names)],
         unsupported=settings["unsupported"],
         stale_giveup=settings["stale_giveup"],
         backoff_base=float(settings["backoff_base"]),
@@ -403,6 +405,7 @@ def _set_inputs(
     ctx.hint_source = _take(inputs, "hint_source", (str,), None, line)
     ctx.wait_s = float(_take(inputs, "wait_s", (int, float), 0.0, line))
     ctx.wait_source = _take(inputs, "wait_source", (str,), None, line)
+    ctx.first_byte_stall = _take(inputs, "first_byte_stall", (bool,), False, line)  # RC-8
     for name in ("retries", "unsupported", "stale_giveup", "max_wait"):
         setattr(ctx, name, _take(inputs, name, SETTINGS[name], getattr(ctx, name), line))
     settings = ("retries", "unsupported", "stale_giveup", "backoff_base", "backoff_cap", "max_wait")
