@@ -13,7 +13,6 @@ back-off (`Backoff(base=0)`).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,12 +184,15 @@ def test_rc8_a_route_silent_before_its_first_byte_is_left_after_one_stall(
     lane.emulator.script(Scenario.build("x", faults=[Stall(0, seconds=10)]))  # headers, then nothing
     session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=2)
     got = lane.collect()
-    started = time.monotonic()
     result = lane.stream_routes(session, two_routes(lane, fallback), got)
-    elapsed = time.monotonic() - started
     assert (result.content, result.route) == (ANSWER, "fallback")
     assert len(lane.emulator.requests) == 1  # one stall, not three
-    assert elapsed < 0.3 + PROMPTLY
+    # At once, by the records' own clock (the wall time of the whole request also holds the
+    # fallback's answer, and a first request's lazy SDK imports on a loaded machine): the stall at
+    # its deadline, the next route opened right after it.
+    [stall] = [record for record in result.records if record.trigger == "stale"]
+    [opened] = [rec for rec in result.records if rec.route == "fallback" and rec.trigger == "start"]
+    assert stall.t < 0.3 + PROMPTLY and opened.t - stall.t < PROMPTLY
     assert any(guards.get("first_byte_stall") for guards in guards_of(result, "switching"))
     assert any("sent nothing before the deadline" in status for status in got.statuses)
     assert_clean(lane, fallback)
