@@ -307,6 +307,17 @@ def raise_error(m: RequestMachine) -> tuple[act.Action, ...]:
     return (act.Raise(error),)
 
 
+# -- issue 26: phases and clocks (WD-5..WD-8) -------------------------------------------------------
+def say_no_headers(m: RequestMachine) -> tuple[act.Action, ...]:
+    """WD-5: the connect deadline passed before the response headers came."""
+    return (act.Status(f"no response: {m.ctx.error}; aborting attempt {m.ctx.attempt}"),)
+
+
+def say_connection_dead(m: RequestMachine) -> tuple[act.Action, ...]:
+    """WD-6: the liveness deadline passed: the connection went dead."""
+    return (act.Status(f"connection dead: {m.ctx.error}; aborting attempt {m.ctx.attempt}"),)
+
+
 EFFECTS: dict[str, Effect] = {
     effect.__name__: effect
     for effect in (
@@ -342,5 +353,8 @@ EFFECTS: dict[str, Effect] = {
         give_up_hint,
         give_up_spent,
         raise_error,
+        # issue 26: phases and clocks
+        say_no_headers,
+        say_connection_dead,
     )
 }

@@ -59,6 +59,10 @@ class RequestContext:
     tools_in_flight: int = 0
     finish_seen: bool = False
     fallback_running: bool = False  # the non-streaming fallback request is out (RES-9)
+    # WD-8: the phase and the clock of the deadline that stalled this attempt (None: no stall).
+    # "connect" or "first_event" is a stall before the first event, RC-8's signal for leaving a route.
+    stall_phase: str | None = None
+    stall_clock: str | None = None
 
     def __post_init__(self) -> None:
         self.bound_wait()
@@ -76,6 +80,7 @@ class RequestContext:
         self.tools_in_flight = 0
         self.finish_seen = False
         self.fallback_running = False
+        self.stall_phase = self.stall_clock = None
         self.error = None
         self.error_kind = None
         self.error_status = None
@@ -127,6 +132,9 @@ class RequestContext:
         inputs.hint_source = self.hint_source
         inputs.wait_s = self.wait_s
         inputs.wait_source = self.wait_source
+        if self.stall_phase is not None:  # WD-8: only on the records of a stalled attempt
+            inputs.stall_phase = self.stall_phase
+            inputs.stall_clock = self.stall_clock
         return inputs.__dict__
 
 
@@ -162,6 +170,8 @@ class _Inputs:
     hint_source: str | None
     wait_s: float
     wait_source: str | None
+    stall_phase: str
+    stall_clock: str | None
 
 
 Guard = Callable[[RequestContext], bool]
@@ -259,6 +269,17 @@ def route_refused(ctx: RequestContext) -> bool:
     return ctx.error_kind is ErrorKind.PERMANENT and ctx.error_status in _REFUSED
 
 
+# -- issue 26: phases and clocks (WD-5..WD-8) -------------------------------------------------------
+def stalled_at_connect(ctx: RequestContext) -> bool:
+    """WD-5: the stall came before the response headers (the connect deadline)."""
+    return ctx.stall_phase == "connect"
+
+
+def stalled_dead(ctx: RequestContext) -> bool:
+    """WD-6: the connection delivered nothing, keepalives included, for the liveness deadline."""
+    return ctx.stall_clock == "liveness"
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
@@ -280,5 +301,8 @@ GUARDS: dict[str, Guard] = {
         route_refused,
         hint_too_long,
         must_wait,
+        # issue 26: phases and clocks
+        stalled_at_connect,
+        stalled_dead,
     )
 }

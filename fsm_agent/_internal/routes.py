@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .deadlines import PhaseDeadlines
 from .drivers.clients import check_client, is_async_client
 from .drivers.source import ClientSource
 from .endpoint import EndpointLink
@@ -54,6 +55,14 @@ class PreparedRoute:
     model: str | None
     stale_timeout: float
     link: EndpointLink | None = None  # HL-1: this route's endpoint health, as the request sees it
+    deadlines: PhaseDeadlines | None = None  # WD-5: the watchdog's deadlines on this route
+
+    def attempt_deadlines(self, route_left: bool) -> PhaseDeadlines:
+        """The deadlines an attempt of this route runs under (`PhaseDeadlines.for_attempt`)."""
+        deadlines = (
+            self.deadlines if self.deadlines is not None else PhaseDeadlines.single(self.stale_timeout)
+        )
+        return deadlines.for_attempt(route_left)
 
     def __repr__(self) -> str:
         """SEC-9: as `Route`'s, the params' secret headers redacted."""
@@ -72,7 +81,11 @@ def is_route_list(value: Any) -> bool:
 
 
 def prepare_routes(
-    routes: Sequence[Any], stale_timeout_for: Callable[[str | None], float], *, in_async: bool = False
+    routes: Sequence[Any],
+    stale_timeout_for: Callable[[str | None], float],
+    *,
+    in_async: bool = False,
+    deadlines_for: Callable[[str | None], PhaseDeadlines] | None = None,
 ) -> list[PreparedRoute]:
     """Check and prepare the routes of one request, in order."""
     if not routes:
@@ -83,7 +96,13 @@ def prepare_routes(
             if not isinstance(route, Route):
                 raise TypeError(f"route {index + 1} is a {type(route).__name__}, not a fsm_agent.Route")
             made = prepare_one(
-                route.client_or_factory, route.params, route.api, stale_timeout_for, index, in_async=in_async
+                route.client_or_factory,
+                route.params,
+                route.api,
+                stale_timeout_for,
+                index,
+                in_async=in_async,
+                deadlines_for=deadlines_for,
             )
             prepared.append(made)
         _name(prepared, routes)
@@ -123,6 +142,7 @@ def prepare_one(
     index: int = 0,
     *,
     in_async: bool = False,
+    deadlines_for: Callable[[str | None], PhaseDeadlines] | None = None,
 ) -> PreparedRoute:
     """One route (or the one-client form of `stream()`) ready to run. `client_or_factory` may
     already be a `ClientSource` (astream() makes a factory's first client off the event loop)."""
@@ -156,4 +176,5 @@ def prepare_one(
         api=api_name,
         model=model,
         stale_timeout=stale_timeout_for(model),
+        deadlines=deadlines_for(model) if deadlines_for is not None else None,
     )

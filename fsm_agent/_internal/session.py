@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .backoff import Backoff
+from .deadlines import PhaseDeadlines, Timeouts, resolve_deadlines
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
 from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
@@ -54,7 +55,11 @@ class Session:
             `FSM_AGENT_STREAM_RETRIES`, else 2 (three attempts in all).
         stale_timeout: Seconds without a provider event before a stream counts as stalled (WD-1);
             None reads `FSM_AGENT_STREAM_STALE_TIMEOUT`, else 180 s raised to the model's
-            reasoning floor (WD-2).
+            reasoning floor (WD-2). It is the progress deadline of every phase `timeouts` leaves
+            unset (WD-5).
+        timeouts: The watchdog's phases and clocks (WD-5, WD-6): a `Timeouts(connect,
+            first_event, thinking, text, tool_args, liveness)`; None: connect 30 s, liveness
+            60 s (once an attempt has sent a keepalive), every progress phase `stale_timeout`.
         stale_giveup: Stalls in a row after which `stream()` refuses to connect and raises
             `ProviderUnresponsiveError` (WD-3); 0 never gives up; None reads
             `FSM_AGENT_STREAM_STALE_GIVEUP`, else 5.
@@ -104,6 +109,7 @@ class Session:
         max_bytes: int = DEFAULT_MAX_BYTES,
         telemetry: bool = True,
         telemetry_content: bool | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise TypeError(f"backoff must be a fsm_agent.Backoff, not {type(backoff).__name__}")
@@ -123,6 +129,9 @@ class Session:
         self.retries = resolve_retries(retries)
         self.stale_giveup = resolve_stale_giveup(stale_giveup)
         self._stale_timeout = stale_timeout
+        if timeouts is not None and not isinstance(timeouts, Timeouts):
+            raise TypeError(f"timeouts must be a fsm_agent.Timeouts, not {type(timeouts).__name__}")
+        self.timeouts = timeouts  # WD-5: the phases' deadlines; None: all from stale_timeout
         self.unsupported = unsupported
         self.max_bytes = max_bytes
         self.trace = resolve_sink(trace, record_wire=record_wire)  # TR-1, TR-2
@@ -296,6 +305,10 @@ class Session:
     def stale_timeout_for(self, model: str | None) -> float:
         """The stale timeout this session uses for `model` (WD-2)."""
         return resolve_stale_timeout(self._stale_timeout, model)
+
+    def deadlines_for(self, model: str | None) -> PhaseDeadlines:
+        """The watchdog's deadlines this session uses for `model`, per phase and clock (WD-5)."""
+        return resolve_deadlines(self.timeouts, self._stale_timeout, model)
 
     def _note_latest(self, key: EndpointKey) -> None:
         """HL-1: the endpoint whose health the readable attributes show."""
