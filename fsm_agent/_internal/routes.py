@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from .deadlines import PhaseDeadlines
 from .drivers.clients import check_client, is_async_client
@@ -73,7 +74,15 @@ class PreparedRoute:
 
     def header(self) -> dict[str, Any]:
         """The route as a trace's request line lists it (no client settings: TR-5)."""
-        return {"name": self.name, "api": self.api, "model": self.model, "stale_timeout": self.stale_timeout}
+        header = {
+            "name": self.name,
+            "api": self.api,
+            "model": self.model,
+            "stale_timeout": self.stale_timeout,
+        }
+        if self.link is not None:  # WD-9: `fsm-agent tune` groups by host (never a path or a key)
+            header["host"] = urlsplit(self.link.key.base_url).hostname or ""
+        return header
 
 
 def is_route_list(value: Any) -> bool:
