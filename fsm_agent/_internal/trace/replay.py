@@ -105,9 +105,10 @@ def replay(
     """Replay the trace at `source` (a path, an open binary file or a `MemorySink`).
 
     `settings` override the recorded ones (`retries`, `stale_timeout`, `unsupported`,
-    `stale_giveup`, `backoff_base`, `backoff_cap`, `max_wait`) or the endpoint health each request
-    started with (`stale_streak`, `streaming_disabled`, `stream_options_unsupported`); None means
-    "as recorded".
+    `stale_giveup`, `backoff_base`, `backoff_cap`, `max_wait`; `timeouts`, a `Timeouts`: which
+    attempts would have stalled, and when, in each request's `stalls`, WD-10) or the endpoint
+    health each request started with (`stale_streak`, `streaming_disabled`,
+    `stream_options_unsupported`); None means "as recorded".
     With a wire recording, `on_tool_args` receives the tool arguments as they grew (ACC-11), as
     the live request's callback did: the events of one read share their recorded time.
     """
