@@ -310,12 +310,14 @@ def raise_error(m: RequestMachine) -> tuple[act.Action, ...]:
 # -- issue 26: phases and clocks (WD-5..WD-8) -------------------------------------------------------
 def say_no_headers(m: RequestMachine) -> tuple[act.Action, ...]:
     """WD-5: the connect deadline passed before the response headers came."""
-    return (act.Status(f"no response: {m.ctx.error}; aborting attempt {m.ctx.attempt}"),)
+    return (
+        act.Status(f"stalled before the response headers: {m.ctx.error}; aborting attempt {m.ctx.attempt}"),
+    )
 
 
 def say_connection_dead(m: RequestMachine) -> tuple[act.Action, ...]:
     """WD-6: the liveness deadline passed: the connection went dead."""
-    return (act.Status(f"connection dead: {m.ctx.error}; aborting attempt {m.ctx.attempt}"),)
+    return (act.Status(f"stalled, the connection is dead: {m.ctx.error}; aborting attempt {m.ctx.attempt}"),)
 
 
 EFFECTS: dict[str, Effect] = {

@@ -30,15 +30,15 @@ AFTER_FIRST_THOUGHT = {"frames": 1, "kind": "reasoning"}
 THOUGHT = "Let me think this through with care before I answer you."
 
 
-def lanes(*args: Any, **kwargs: Any) -> Any:
-    return pytest.mark.parametrize("lane", lane_params(*args, **kwargs), indirect=True)
-
-
-# The five APIs on stream(), and the async driver on Chat: what the clocks do is the pump's and the
-# watchdog's, written once for both drivers (the timer each driver arms differs, and has the full
-# matrix in the tests that must stall).
+# The five APIs on stream(), and the async driver on Chat (and Anthropic, where a stall must fire):
+# what the clocks do is the pump's and the watchdog's, written once for both drivers; the timer
+# each driver arms differs (both to the tick on a virtual clock: test_watchdog_clocks.py,
+# test_async_watchdog.py).
 EVERY_API_AND_ASYNC = pytest.mark.parametrize(
     "lane", [*lane_params(APIS, ("sync",)), *lane_params(("chat",), ("async",))], indirect=True
+)
+STALLS_EVERY_API_AND_ASYNC = pytest.mark.parametrize(
+    "lane", [*lane_params(APIS, ("sync",)), *lane_params(("chat", "anthropic"), ("async",))], indirect=True
 )
 
 
@@ -52,49 +52,49 @@ def session(sink: fsm_agent.MemorySink, timeouts: fsm_agent.Timeouts, **kwargs: 
     return fsm_agent.Session(backoff=INSTANT, timeouts=timeouts, trace=sink, **kwargs)
 
 
-@lanes()
+@STALLS_EVERY_API_AND_ASYNC
 def test_wd6_a_connection_that_goes_dead_while_thinking_is_stalled_at_its_liveness_deadline(
     lane: Lane,
 ) -> None:
-    """Keepalives, then nothing at all: the liveness deadline (0.3 s) fires, long before the
+    """Keepalives, then nothing at all: the liveness deadline (0.2 s) fires, long before the
     thinking phase's progress deadline (20 s) would."""
     live_then_dead = [
-        Stall(**AFTER_FIRST_THOUGHT, seconds=0.15, keepalive_every=0.03),
+        Stall(**AFTER_FIRST_THOUGHT, seconds=0.1, keepalive_every=0.03),
         Stall(**AFTER_FIRST_THOUGHT, seconds=30),
     ]
     lane.emulator.script(Scenario.build("Answer.", reasoning=THOUGHT, faults=live_then_dead))
     sink = fsm_agent.MemorySink()
     started = time.monotonic()
     with pytest.raises(fsm_agent.StreamStalledError) as caught:
-        lane.stream(session(sink, fsm_agent.Timeouts(liveness=0.3, thinking=20.0)), lane.collect())
-    assert time.monotonic() - started < 0.3 + 0.15 + PROMPTLY  # far below the 20 s progress deadline
+        lane.stream(session(sink, fsm_agent.Timeouts(liveness=0.2, thinking=20.0)), lane.collect())
+    assert time.monotonic() - started < 0.2 + 0.1 + PROMPTLY  # far below the 20 s progress deadline
     [cause] = stalls(sink)
     assert (cause["stall_phase"], cause["stall_clock"], cause["stale_timeout"]) == (
         "thinking",
         "liveness",
-        0.3,
+        0.2,
     )
     assert "keepalives included" in str(caught.value)
     lane.assert_closed_once(1)
     lane.assert_clean()
 
 
-@lanes()
+@STALLS_EVERY_API_AND_ASYNC
 def test_wd6_a_live_connection_that_only_pings_is_stalled_at_the_progress_deadline(lane: Lane) -> None:
     """Keepalives for 30 s and nothing else: alive, so the liveness deadline never fires; the
-    thinking phase's progress deadline (0.4 s) does. A ping-only stream never lives forever."""
+    thinking phase's progress deadline (0.25 s) does. A ping-only stream never lives forever."""
     pings_only = [Stall(**AFTER_FIRST_THOUGHT, seconds=30, keepalive_every=0.03)]
     lane.emulator.script(Scenario.build("Answer.", reasoning=THOUGHT, faults=pings_only))
     sink = fsm_agent.MemorySink()
     started = time.monotonic()
     with pytest.raises(fsm_agent.StreamStalledError):
-        lane.stream(session(sink, fsm_agent.Timeouts(liveness=5.0, thinking=0.4)), lane.collect())
-    assert time.monotonic() - started < 0.4 + PROMPTLY
+        lane.stream(session(sink, fsm_agent.Timeouts(liveness=5.0, thinking=0.25)), lane.collect())
+    assert time.monotonic() - started < 0.25 + PROMPTLY
     [cause] = stalls(sink)
     assert (cause["stall_phase"], cause["stall_clock"], cause["stale_timeout"]) == (
         "thinking",
         "progress",
-        0.4,
+        0.25,
     )
     lane.assert_clean()
 
@@ -134,9 +134,9 @@ def test_wd5_a_slow_first_event_leaves_for_the_next_route(lane: Lane) -> None:
 
 @EVERY_API_AND_ASYNC
 def test_wd5_a_slow_first_event_is_waited_out_on_the_last_route(lane: Lane) -> None:
-    """With no route left, first_event (0.15 s) is not a reason to give up: a first text 0.5 s
+    """With no route left, first_event (0.15 s) is not a reason to give up: a first text 0.35 s
     away is waited for, up to the thinking deadline (stale_timeout, 10 s)."""
-    lane.emulator.script(Scenario.build("Worth the wait.", faults=[Stall(0, kind="text", seconds=0.5)]))
+    lane.emulator.script(Scenario.build("Worth the wait.", faults=[Stall(0, kind="text", seconds=0.35)]))
     sink = fsm_agent.MemorySink()
     result = lane.stream(
         session(sink, fsm_agent.Timeouts(first_event=0.15), stale_timeout=10.0), lane.collect()
@@ -156,8 +156,9 @@ def test_wd5_headers_that_never_come_are_detected_at_connect(lane: Lane) -> None
     lane.emulator.script(Scenario.build("x", faults=[NoHeaders(seconds=30)]))
     sink = fsm_agent.MemorySink()
     started = time.monotonic()
+    got = lane.collect()
     with pytest.raises(fsm_agent.StreamStalledError) as caught:
-        lane.stream(session(sink, fsm_agent.Timeouts(connect=0.3), stale_timeout=20.0), lane.collect())
+        lane.stream(session(sink, fsm_agent.Timeouts(connect=0.3), stale_timeout=20.0), got)
     assert time.monotonic() - started < 0.3 + PROMPTLY
     [cause] = stalls(sink)
     assert (cause["stall_phase"], cause["stall_clock"], cause["stale_timeout"]) == (
@@ -166,4 +167,8 @@ def test_wd5_headers_that_never_come_are_detected_at_connect(lane: Lane) -> None
         0.3,
     )
     assert "no response headers" in str(caught.value)
+    said = "stalled before the response headers: no response headers for 0.3 s (phase connect)"
+    assert [status for status in got.statuses if status.startswith("stalled")][:1] == [
+        f"{said}; aborting attempt 1"
+    ]
     lane.assert_clean()
