@@ -1,13 +1,16 @@
-"""WD-4 under load: how late the watchdog aborts 200 concurrent stalls, sync and async.
+"""WD-4 and WD-12 under load: how late the watchdog aborts 200 concurrent stalls, per clock, sync and async.
 
-200 requests stream from an emulator (in a child process) whose every stream stalls after its
-first frame; each request's stall is aborted by its watchdog. The lateness of an abort is the
-time it fired less its own deadline (last provider activity + stale timeout), read by the
-watchdog itself at the moment it fires. Rounds alternate sync and async; the medians and the
+200 requests stream from an emulator (in a child process) whose every stream stalls; each
+request's stall is aborted by its watchdog. Three kinds of stall, one per deadline (WD-12: every
+clock meets WD-4): `progress` (the stream stops after its first frame: the phase's progress
+deadline), `liveness` (keepalives for 0.2 s, then nothing at all: the liveness deadline), `connect`
+(the response headers never come: the connect deadline). The lateness of an abort is the time it
+fired less its own deadline (the clock's last reset + its deadline), read by the watchdog itself
+at the moment it fires. Rounds alternate sync and async and the three clocks; the medians and the
 spread are printed. The rule itself (the timer wakes at each deadline and at nothing else) is a
 virtual-clock test in tests/test_overhead.py; this prints what a real machine adds to it.
 
-    .venv/bin/python bench/bench_watchdog.py [--rounds N] [--count N]
+    .venv/bin/python bench/bench_watchdog.py [--rounds N] [--count N] [--clocks progress,liveness,connect]
 """
 
 from __future__ import annotations
@@ -30,38 +33,58 @@ from fsm_agent._internal.drivers import aio_watchdog
 from fsm_agent._internal.drivers.watchdog import Watchdog
 
 STALE = 0.6
+# One emulator per clock, each stalling every stream its way.
 EMULATOR = """
 import sys
-from fsm_agent.testing import Emulator, Scenario, Stall
-with Emulator(default=Scenario.build("Hello.", faults=[Stall(1, seconds=5)])) as emu:
+from fsm_agent.testing import Emulator, NoHeaders, Scenario, Stall
+faults = {{
+    "progress": [Stall(1, seconds=5)],
+    "liveness": [Stall(1, seconds=0.2, keepalive_every=0.05), Stall(1, seconds=5)],
+    "connect": [NoHeaders(seconds=5)],
+}}["{clock}"]
+with Emulator(default=Scenario.build("Hello.", faults=faults)) as emu:
     print(emu.openai_base_url, flush=True)
     sys.stdin.read()
 """
+# The deadline each kind of stall meets: STALE on its clock, the others far away.
+TIMEOUTS = {
+    "progress": fsm_agent.Timeouts(first_event=STALE, thinking=STALE, text=STALE, liveness=30.0),
+    "liveness": fsm_agent.Timeouts(liveness=STALE),
+    "connect": fsm_agent.Timeouts(connect=STALE),
+}
 PARAMS = {"model": "emulator-1", "messages": [{"role": "user", "content": "hi"}]}
 
 lateness: list[float] = []
 _lock = threading.Lock()
 
 
+fired_clocks: list[str] = []
+
+
+def _note(watchdog: Any) -> None:
+    deadline, clock = watchdog.due()
+    with _lock:
+        lateness.append(watchdog._clock() - deadline)
+        fired_clocks.append("connect" if watchdog.phase == "connect" else clock)
+
+
 class TimedWatchdog(Watchdog):
     def _fire(self, reason: str) -> None:
         if reason == "stale" and self.fired is None:
-            late = self._clock() - (self._last_activity + self.stale_timeout)
-            with _lock:
-                lateness.append(late)
+            _note(self)
         super()._fire(reason)
 
 
 class TimedLoopWatchdog(aio_watchdog.LoopWatchdog):
     def _fire(self, reason: str) -> None:
         if reason == "stale" and self.fired is None:
-            lateness.append(self._clock() - (self._last_activity + self.stale_timeout))
+            _note(self)
         super()._fire(reason)
 
 
-def sync_round(url: str, count: int) -> list[float]:
+def sync_round(url: str, count: int, timeouts: fsm_agent.Timeouts) -> list[float]:
     lateness.clear()
-    session = fsm_agent.Session(stale_timeout=STALE, retries=0, stale_giveup=0)
+    session = fsm_agent.Session(stale_timeout=30.0, retries=0, stale_giveup=0, timeouts=timeouts)
     limits = httpx2.Limits(max_connections=count, max_keepalive_connections=count)
     client = openai.OpenAI(
         base_url=url, api_key="sk", max_retries=0, http_client=httpx2.Client(limits=limits)
@@ -82,11 +105,11 @@ def sync_round(url: str, count: int) -> list[float]:
     return list(lateness)
 
 
-def async_round(url: str, count: int) -> list[float]:
+def async_round(url: str, count: int, timeouts: fsm_agent.Timeouts) -> list[float]:
     lateness.clear()
 
     async def main() -> None:
-        session = fsm_agent.Session(stale_timeout=STALE, retries=0, stale_giveup=0)
+        session = fsm_agent.Session(stale_timeout=30.0, retries=0, stale_giveup=0, timeouts=timeouts)
         limits = httpx2.Limits(max_connections=count, max_keepalive_connections=count)
         http = httpx2.AsyncClient(limits=limits)
         client = openai.AsyncOpenAI(base_url=url, api_key="sk", max_retries=0, http_client=http)
@@ -117,36 +140,47 @@ def run() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--clocks", default="progress,liveness,connect")
     args = parser.parse_args()
+    clocks = [name for name in args.clocks.split(",") if name]
     session_module.Watchdog = TimedWatchdog  # type: ignore[misc]
     aio_watchdog.LoopWatchdog = TimedLoopWatchdog  # type: ignore[misc]
-    child = subprocess.Popen(
-        [sys.executable, "-c", EMULATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert child.stdout is not None and child.stdin is not None
-    url = child.stdout.readline().strip()
-    results: dict[str, list[float]] = {"sync": [], "async": []}
-    p99s: dict[str, list[float]] = {"sync": [], "async": []}
+    children = {}
+    for clock in clocks:
+        child = subprocess.Popen(
+            [sys.executable, "-c", EMULATOR.format(clock=clock)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        children[clock] = (child, child.stdout.readline().strip())
+    results: dict[tuple[str, str], list[float]] = {}
+    p99s: dict[tuple[str, str], list[float]] = {}
     rounds: Any = [("sync", sync_round), ("async", async_round)]
     try:
         for number in range(args.rounds):
-            for name, one_round in rounds:  # interleaved: sync, async, sync, async, ...
-                values = one_round(url, args.count)
-                results[name].extend(values)
-                if values:
-                    p99s[name].append(sorted(values)[int(0.99 * (len(values) - 1))])
-                print(f"round {number + 1} {name:5s}  {summary(values)}", flush=True)
+            for clock in clocks:
+                for name, one_round in rounds:  # interleaved: sync, async, per clock, per round
+                    fired_clocks.clear()
+                    values = one_round(children[clock][1], args.count, TIMEOUTS[clock])
+                    wrong = sum(1 for fired in fired_clocks if fired != clock)
+                    key = (clock, name)
+                    results.setdefault(key, []).extend(values)
+                    if values:
+                        p99s.setdefault(key, []).append(sorted(values)[int(0.99 * (len(values) - 1))])
+                    note = f"  ({wrong} fired on another clock)" if wrong else ""
+                    print(f"round {number + 1} {clock:8s} {name:5s}  {summary(values)}{note}", flush=True)
     finally:
-        child.stdin.close()
-        child.wait(10)
-    print(f"\nWD-4 lateness of {args.count} concurrent stalls (stale_timeout {STALE} s), all rounds:")
-    for name, values in results.items():
-        spread = (
-            f"  p99 per round {min(p99s[name]) * 1000:.1f}..{max(p99s[name]) * 1000:.1f} ms"
-            if p99s[name]
-            else ""
-        )
-        print(f"  {name:5s}  {summary(values)}{spread}   (goal: max < 250 ms)")
+        for child, _ in children.values():
+            assert child.stdin is not None
+            child.stdin.close()
+            child.wait(10)
+    print(f"\nWD-4 / WD-12 lateness of {args.count} concurrent stalls (deadline {STALE} s), all rounds:")
+    for (clock, name), values in results.items():
+        found = p99s.get((clock, name), [])
+        spread = f"  p99 per round {min(found) * 1000:.1f}..{max(found) * 1000:.1f} ms" if found else ""
+        print(f"  {clock:8s} {name:5s}  {summary(values)}{spread}   (goal: max < 250 ms)")
 
 
 if __name__ == "__main__":

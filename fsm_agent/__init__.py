@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
     from typing import Any
 
     from ._internal.backoff import Backoff
+    from ._internal.deadlines import Timeouts
     from ._internal.errors import (
         EmptyStreamError,
         FsmAgentError,
@@ -73,6 +74,7 @@ _WHERE: dict[str, str] = {
     "StreamResult": "._internal.result",
     "StreamStalledError": "._internal.errors",
     "StreamingUnsupportedError": "._internal.errors",
+    "Timeouts": "._internal.deadlines",
     "ToolCall": "._internal.result",
     "ToolInputError": "._internal.errors",
     "TraceFormatError": "._internal.errors",
@@ -106,6 +108,7 @@ __all__ = [
     "StreamResult",
     "StreamStalledError",
     "StreamingUnsupportedError",
+    "Timeouts",
     "ToolCall",
     "ToolInputError",
     "TraceFormatError",

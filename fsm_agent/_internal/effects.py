@@ -462,6 +462,19 @@ def say_switching_breaker(m: RequestMachine) -> tuple[act.Action, ...]:
     return (act.Status(f"switching to {_next_route(m)}: {why}"),)
 
 
+# -- issue 26: phases and clocks (WD-5..WD-8) -------------------------------------------------------
+def say_no_headers(m: RequestMachine) -> tuple[act.Action, ...]:
+    """WD-5: the connect deadline passed before the response headers came."""
+    return (
+        act.Status(f"stalled before the response headers: {m.ctx.error}; aborting attempt {m.ctx.attempt}"),
+    )
+
+
+def say_connection_dead(m: RequestMachine) -> tuple[act.Action, ...]:
+    """WD-6: the liveness deadline passed: the connection went dead."""
+    return (act.Status(f"stalled, the connection is dead: {m.ctx.error}; aborting attempt {m.ctx.attempt}"),)
+
+
 EFFECTS: dict[str, Effect] = {
     effect.__name__: effect
     for effect in (
@@ -511,5 +524,8 @@ EFFECTS: dict[str, Effect] = {
         say_switching_owned,
         say_switching_first_byte,
         say_switching_breaker,
+        # issue 26: phases and clocks
+        say_no_headers,
+        say_connection_dead,
     )
 }

@@ -282,13 +282,22 @@ class RouteLoaded(Frozen):
 
 
 class StaleTimeout(Frozen):
-    """The watchdog saw no provider event for stale_timeout seconds."""
+    """A deadline of the watchdog passed: `stale_timeout` seconds without what its clock waits for.
 
-    __slots__ = ("stale_timeout",)
+    `phase` is the attempt's phase then (`connect`, `first_event`, `thinking`, `text`,
+    `tool_args`), `clock` the clock that fired (`liveness`: nothing at all came; `progress`:
+    nothing moved the answer), WD-8; both None in traces older than the phases.
+    """
+
+    __slots__ = ("clock", "phase", "stale_timeout")
     stale_timeout: float
+    phase: str | None
+    clock: str | None
 
-    def __init__(self, stale_timeout: float) -> None:
+    def __init__(self, stale_timeout: float, phase: str | None = None, clock: str | None = None) -> None:
         set_field(self, "stale_timeout", stale_timeout)
+        set_field(self, "phase", phase)
+        set_field(self, "clock", clock)
 
 
 class Interrupt(Frozen):

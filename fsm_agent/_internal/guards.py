@@ -79,6 +79,10 @@ class RequestContext:
     request_retries: int | None = None
     route_retries: tuple[int | None, ...] = ()
     first_byte_stall: bool = False
+    # WD-8: the phase and the clock of the deadline that stalled this attempt (None: no stall).
+    # "connect" or "first_event" is a stall before the first event, RC-8's signal for leaving a route.
+    stall_phase: str | None = None
+    stall_clock: str | None = None
 
     def __post_init__(self) -> None:
         if self.request_retries is None:
@@ -107,6 +111,7 @@ class RequestContext:
         self.fallback_running = False
         self.resume_cursor = self.resume_id = None
         self.first_byte_stall = False
+        self.stall_phase = self.stall_clock = None
         self.error = None
         self.error_kind = None
         self.error_status = None
@@ -160,6 +165,9 @@ class RequestContext:
         inputs.wait_s = self.wait_s
         inputs.wait_source = self.wait_source
         inputs.first_byte_stall = self.first_byte_stall
+        if self.stall_phase is not None:  # WD-8: only on the records of a stalled attempt
+            inputs.stall_phase = self.stall_phase
+            inputs.stall_clock = self.stall_clock
         return inputs.__dict__
 
 
@@ -196,6 +204,8 @@ class _Inputs:
     wait_s: float
     wait_source: str | None
     first_byte_stall: bool
+    stall_phase: str
+    stall_clock: str | None
 
 
 Guard = Callable[[RequestContext], bool]
@@ -369,6 +379,17 @@ def breaker_now_open(ctx: RequestContext) -> bool:
     return ctx.stale_giveup > 0 and ctx.stale_streak >= ctx.stale_giveup
 
 
+# -- issue 26: phases and clocks (WD-5..WD-8) -------------------------------------------------------
+def stalled_at_connect(ctx: RequestContext) -> bool:
+    """WD-5: the stall came before the response headers (the connect deadline)."""
+    return ctx.stall_phase == "connect"
+
+
+def stalled_dead(ctx: RequestContext) -> bool:
+    """WD-6: the connection delivered nothing, keepalives included, for the liveness deadline."""
+    return ctx.stall_clock == "liveness"
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
@@ -403,5 +424,8 @@ GUARDS: dict[str, Guard] = {
         route_owned,
         first_byte_stall,
         breaker_now_open,
+        # issue 26: phases and clocks
+        stalled_at_connect,
+        stalled_dead,
     )
 }

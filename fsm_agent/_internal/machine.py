@@ -381,6 +381,12 @@ TABLE: list[Row] = [
     _row("error", S.FINISHING, S.FAILED, ["is_fatal"], effects=["close", "raise_error"]),
     _row("error", S.FINISHING, S.DONE,
          effects=["build_result", "keep_late_error", "close", "remember_success", "finish"]),
+    # -- issue 26: phases and clocks (WD-5..WD-8) ----------------------------------------------------
+    # Which deadline fired: the connect phase's (no response headers), or the liveness clock's (the
+    # connection delivered nothing, keepalives included, whatever the phase); else the phase's
+    # progress deadline, the WD-1 row below. Each is said as what it is; all go on as a stall.
+    _row("stale", LIVE, S.STALLED, ["stalled_at_connect"], effects=["say_no_headers", "close_then_closed"]),
+    _row("stale", LIVE, S.STALLED, ["stalled_dead"], effects=["say_connection_dead", "close_then_closed"]),
     # -- WD-1: the watchdog fired; the driver aborts the attempt, then the stall (transient) is decided
     _row("stale", LIVE, S.STALLED, effects=["say_stalled", "close_then_closed"]),
     _row("closed", S.STALLED, S.DONE, ["finish_seen"],

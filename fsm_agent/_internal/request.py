@@ -106,6 +106,8 @@ def _event_summary(event: object) -> dict[str, Any]:
             summary["hint"], summary["hint_source"] = event.hint, event.hint_source
     elif isinstance(event, StaleTimeout):
         summary["stale_timeout"] = event.stale_timeout
+        if event.phase is not None:  # WD-8
+            summary["stall_phase"], summary["stall_clock"] = event.phase, event.clock
     elif isinstance(event, FinishReason):
         summary["reason"] = event.reason
     elif isinstance(event, StreamEnd):
@@ -115,6 +117,22 @@ def _event_summary(event: object) -> dict[str, Any]:
     elif isinstance(event, ToolCallDelta | ToolCallEnd | RouteLoaded):
         summary["index"] = event.index
     return summary
+
+
+def _stall_message(event: StaleTimeout, fallback_running: bool) -> str:
+    """What a stall's error says: what did not come, for how long, and in which phase (WD-8)."""
+    seconds = event.stale_timeout
+    if fallback_running:
+        return f"no answer to the non-streaming request for {seconds:g} s"
+    if event.phase == "connect":
+        return f"no response headers for {seconds:g} s (phase connect)"
+    if event.clock == "liveness":
+        return (
+            f"the connection delivered nothing, keepalives included, for {seconds:g} s (phase {event.phase})"
+        )
+    if event.phase is not None:
+        return f"no provider event for {seconds:g} s (phase {event.phase})"
+    return f"no provider event for {seconds:g} s"
 
 
 class RequestMachine:
@@ -338,11 +356,13 @@ class RequestMachine:
 
     def _stale(self, event: StaleTimeout, t: float) -> tuple[Output, ...]:
         # WD-3: every stall counts toward the session's streak, whatever it leads to.
-        waited_for = "answer to the non-streaming request" if self.ctx.fallback_running else "provider event"
-        self._set_error(StreamStalledError(f"no {waited_for} for {event.stale_timeout:g} s"))
-        self.ctx.stale_streak += 1
-        # RC-8: nothing of the answer arrived (the attempt is still connecting)
-        self.ctx.first_byte_stall = self.state is S.CONNECTING
+        ctx = self.ctx
+        ctx.stall_phase, ctx.stall_clock = event.phase, event.clock  # WD-8
+        self._set_error(StreamStalledError(_stall_message(event, ctx.fallback_running)))
+        ctx.stale_streak += 1
+        # RC-8: nothing of the answer arrived (the attempt is still connecting: the connect and
+        # first-event phases of WD-5)
+        ctx.first_byte_stall = self.state is S.CONNECTING
         return (act.Remember("stall"), *self._fire("stale", event, t))
 
     def _route_loaded(self, event: RouteLoaded, t: float) -> tuple[Output, ...]:

@@ -205,7 +205,7 @@ def request_steps(session: Session, call: Call, kind: Kind) -> Steps:
     watchdog = kind.watchdog(_UNPLANNED, call.interrupt)
     with session._in_flight.running(watchdog):
         plan = yield from _planned(session, call, kind.in_async)
-        watchdog.stale_timeout = plan.stale_timeout
+        watchdog.deadlines = plan.routes[0].attempt_deadlines(len(plan.routes) > 1)  # WD-5
         plan.begin((yield Begin(plan.link)), session.trace)
         callbacks = Callbacks(*call.callbacks)
         driver = kind.driver(

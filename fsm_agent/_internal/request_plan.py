@@ -124,9 +124,20 @@ def plan_request(
     if is_route_list(target):
         if params is not None or api is not None:
             raise TypeError("with a list of routes, params and api belong to each fsm_agent.Route")
-        routes = prepare_routes(target, session.stale_timeout_for, in_async=in_async)
+        routes = prepare_routes(
+            target, session.stale_timeout_for, in_async=in_async, deadlines_for=session.deadlines_for
+        )
     else:
-        routes = [prepare_one(target, params, api, session.stale_timeout_for, in_async=in_async)]
+        routes = [
+            prepare_one(
+                target,
+                params,
+                api,
+                session.stale_timeout_for,
+                in_async=in_async,
+                deadlines_for=session.deadlines_for,
+            )
+        ]
     first = routes[0]
     observer = session._observer.request(first.source, first.api, first.model, first.params)
     machine = new_machine(

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+from .deadlines import PhaseDeadlines
 from .drivers.clients import check_client, is_async_client
 from .drivers.source import ClientSource
 from .endpoint import EndpointLink
@@ -59,6 +61,14 @@ class PreparedRoute:
     stale_timeout: float
     link: EndpointLink | None = None  # HL-1: this route's endpoint health, as the request sees it
     retries: int | None = None  # RC-8: this route's own cap on its retries (None: the session's)
+    deadlines: PhaseDeadlines | None = None  # WD-5: the watchdog's deadlines on this route
+
+    def attempt_deadlines(self, route_left: bool) -> PhaseDeadlines:
+        """The deadlines an attempt of this route runs under (`PhaseDeadlines.for_attempt`)."""
+        deadlines = (
+            self.deadlines if self.deadlines is not None else PhaseDeadlines.single(self.stale_timeout)
+        )
+        return deadlines.for_attempt(route_left)
 
     def __repr__(self) -> str:
         """SEC-9: as `Route`'s, the params' secret headers redacted."""
@@ -69,10 +79,16 @@ class PreparedRoute:
 
     def header(self) -> dict[str, Any]:
         """The route as a trace's request line lists it (no client settings: TR-5)."""
-        header: dict[str, Any] = {"name": self.name, "api": self.api, "model": self.model}
-        header["stale_timeout"] = self.stale_timeout
+        header: dict[str, Any] = {
+            "name": self.name,
+            "api": self.api,
+            "model": self.model,
+            "stale_timeout": self.stale_timeout,
+        }
         if self.retries is not None:
             header["retries"] = self.retries  # RC-8
+        if self.link is not None:  # WD-9: `fsm-agent tune` groups by host (never a path or a key)
+            header["host"] = urlsplit(self.link.key.base_url).hostname or ""
         return header
 
 
@@ -81,7 +97,11 @@ def is_route_list(value: Any) -> bool:
 
 
 def prepare_routes(
-    routes: Sequence[Any], stale_timeout_for: Callable[[str | None], float], *, in_async: bool = False
+    routes: Sequence[Any],
+    stale_timeout_for: Callable[[str | None], float],
+    *,
+    in_async: bool = False,
+    deadlines_for: Callable[[str | None], PhaseDeadlines] | None = None,
 ) -> list[PreparedRoute]:
     """Check and prepare the routes of one request, in order."""
     if not routes:
@@ -92,7 +112,13 @@ def prepare_routes(
             if not isinstance(route, Route):
                 raise TypeError(f"route {index + 1} is a {type(route).__name__}, not a fsm_agent.Route")
             made = prepare_one(
-                route.client_or_factory, route.params, route.api, stale_timeout_for, index, in_async=in_async
+                route.client_or_factory,
+                route.params,
+                route.api,
+                stale_timeout_for,
+                index,
+                in_async=in_async,
+                deadlines_for=deadlines_for,
             )
             made.retries = _route_retries(route, index)
             prepared.append(made)
@@ -143,6 +169,7 @@ def prepare_one(
     index: int = 0,
     *,
     in_async: bool = False,
+    deadlines_for: Callable[[str | None], PhaseDeadlines] | None = None,
 ) -> PreparedRoute:
     """One route (or the one-client form of `stream()`) ready to run. `client_or_factory` may
     already be a `ClientSource` (astream() makes a factory's first client off the event loop)."""
@@ -176,4 +203,5 @@ def prepare_one(
         api=api_name,
         model=model,
         stale_timeout=stale_timeout_for(model),
+        deadlines=deadlines_for(model) if deadlines_for is not None else None,
     )

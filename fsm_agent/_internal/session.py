@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .backoff import Backoff
+from .deadlines import PhaseDeadlines, Timeouts, resolve_deadlines
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
 from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
@@ -55,7 +56,11 @@ class Session:
             `FSM_AGENT_STREAM_RETRIES`, else 2 (three attempts in all).
         stale_timeout: Seconds without a provider event before a stream counts as stalled (WD-1);
             None reads `FSM_AGENT_STREAM_STALE_TIMEOUT`, else 180 s raised to the model's
-            reasoning floor (WD-2).
+            reasoning floor (WD-2). It is the progress deadline of every phase `timeouts` leaves
+            unset (WD-5).
+        timeouts: The watchdog's phases and clocks (WD-5, WD-6): a `Timeouts(connect,
+            first_event, thinking, text, tool_args, liveness)`; None: connect 30 s, liveness
+            60 s (once an attempt has sent a keepalive), every progress phase `stale_timeout`.
         stale_giveup: Failed attempts in a row on one endpoint (stalls, 5xx, connection errors:
             RC-9) after which its breaker opens: a request with another route starts there, one
             without raises `ProviderUnresponsiveError` before connecting (WD-3); 0 never gives
@@ -111,6 +116,7 @@ class Session:
         telemetry: bool = True,
         telemetry_content: bool | None = None,
         recovery: Recovery | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
         if recovery is not None and not isinstance(recovery, Recovery):
             raise TypeError(f"recovery must be a fsm_agent.Recovery, not {type(recovery).__name__}")
@@ -133,6 +139,9 @@ class Session:
         self.retries = resolve_retries(retries)
         self.stale_giveup = resolve_stale_giveup(stale_giveup)
         self._stale_timeout = stale_timeout
+        if timeouts is not None and not isinstance(timeouts, Timeouts):
+            raise TypeError(f"timeouts must be a fsm_agent.Timeouts, not {type(timeouts).__name__}")
+        self.timeouts = timeouts  # WD-5: the phases' deadlines; None: all from stale_timeout
         self.unsupported = unsupported
         self.max_bytes = max_bytes
         self.trace = resolve_sink(trace, record_wire=record_wire)  # TR-1, TR-2
@@ -313,6 +322,10 @@ class Session:
     def stale_timeout_for(self, model: str | None) -> float:
         """The stale timeout this session uses for `model` (WD-2)."""
         return resolve_stale_timeout(self._stale_timeout, model)
+
+    def deadlines_for(self, model: str | None) -> PhaseDeadlines:
+        """The watchdog's deadlines this session uses for `model`, per phase and clock (WD-5)."""
+        return resolve_deadlines(self.timeouts, self._stale_timeout, model)
 
     def _note_latest(self, key: EndpointKey) -> None:
         """HL-1: the endpoint whose health the readable attributes show."""

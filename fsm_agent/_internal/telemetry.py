@@ -308,6 +308,9 @@ class RequestTelemetry:
             return
         try:
             span.add_event("fsm_agent.transition", _event_attributes(record))
+            stall = _stall_attributes(record)
+            if stall:  # WD-8: the request's span says its (latest) stall's phase and clock
+                span.set_attributes(stall)
         finally:  # the child spans follow the machine even when the event could not be added
             self._phases(record, span)
 
@@ -478,4 +481,13 @@ def _event_attributes(record: TransitionRecord) -> dict[str, Any]:
     if route is not None:
         attributes["fsm_agent.route"] = str(route)
     attributes.update(_wait_attributes(record))
+    attributes.update(_stall_attributes(record))
     return attributes
+
+
+def _stall_attributes(record: TransitionRecord) -> dict[str, Any]:
+    """WD-8: the phase and the clock of the deadline that stalled an attempt."""
+    phase, clock = record.cause.get("stall_phase"), record.cause.get("stall_clock")
+    if not isinstance(phase, str):
+        return {}
+    return {"fsm_agent.stall_phase": phase, "fsm_agent.stall_clock": str(clock)}

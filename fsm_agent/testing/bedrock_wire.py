@@ -165,6 +165,11 @@ class BedrockWire(Wire):
     def keepalive(self, kind: F.KeepaliveKind) -> bytes | None:
         return None
 
+    def liveness_frame(self, kind: F.KeepaliveKind) -> bytes | None:
+        # The event stream has no keepalive: an event of a type botocore does not model, which it
+        # parses to an empty event (what a newer service's unknown event looks like to it).
+        return event_message("fsmAgentKeepalive", b"{}")
+
     def corrupt(self, frame: bytes) -> bytes:
         return corrupt_crc(frame)
 

@@ -49,6 +49,9 @@ class DropAfterBytes:
 class Stall:
     """Go silent for ``seconds`` after ``frames`` frames; then continue, or drop (``then="drop"``).
 
+    With ``keepalive_every`` > 0 the silence is live: a keepalive of ``keepalive`` kind every that
+    many seconds (the connection is alive, the answer does not move). On Bedrock, whose event stream
+    has no keepalive, it is an event of a type the SDK does not model (``fsmAgentKeepalive``).
     A stall ends early when the server stops or the client closes the connection.
     """
 
@@ -56,6 +59,17 @@ class Stall:
     seconds: float = 1.0
     kind: str | None = None
     then: Literal["continue", "drop"] = "continue"
+    keepalive_every: float = 0.0
+    keepalive: KeepaliveKind = "comment"
+
+
+@dataclass(frozen=True)
+class NoHeaders:
+    """Accept the connection and read the request, then send nothing at all — not even the
+    response headers — for ``seconds``; then close the connection (ends early when the client
+    leaves or the server stops)."""
+
+    seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -262,6 +276,7 @@ Fault = (
     | DropMidFrame
     | DropAfterBytes
     | Stall
+    | NoHeaders
     | Keepalives
     | KeepaliveOnly
     | MalformedFrame

@@ -113,6 +113,10 @@ class Wire:
             return b"event: ping\n\n"
         return b'event: ping\ndata: {"type":"ping"}\n\n'
 
+    def liveness_frame(self, kind: F.KeepaliveKind) -> bytes | None:
+        """What a live silence sends (``Stall.keepalive_every``): the wire's keepalive."""
+        return self.keepalive(kind)
+
     def corrupt(self, frame: bytes) -> bytes:
         """A frame with a broken checksum; SSE has none, so unchanged."""
         return frame
@@ -156,9 +160,12 @@ class Pause:
 
 @dataclass(frozen=True)
 class Silence:
-    """A stall: wait ``seconds``; ends early when the server stops or the client leaves."""
+    """A stall: wait ``seconds``; ends early when the server stops or the client leaves. With
+    ``keepalive``, that frame is written every ``every`` seconds meanwhile (a live silence)."""
 
     seconds: float
+    keepalive: bytes | None = None
+    every: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -205,7 +212,8 @@ def build_plan(
     plan: list[Action] = []
     for i in range(n + 1):
         for stall in stalls.get(i, []):
-            plan.append(Silence(stall.seconds))
+            live = wire.liveness_frame(stall.keepalive) if stall.keepalive_every > 0 else None
+            plan.append(Silence(stall.seconds, live, stall.keepalive_every))
             if stall.then == "drop":
                 plan.append(Abort())
                 return _truncate(plan, sc)

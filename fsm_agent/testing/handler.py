@@ -218,6 +218,11 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self._send_bytes(status, data, "application/json", headers or {})
 
     def _serve(self, sc: Scenario, wire: Wire, ctx: RequestContext) -> None:
+        silent = sc.fault(F.NoHeaders)
+        if silent is not None:  # not even the headers: the client waits in its connect phase
+            self._silence(silent.seconds)
+            self._abort()
+            return
         if self._route_fault(sc, wire, ctx):
             return
         prefill = prefill_of(ctx.api, ctx.body)
@@ -318,6 +323,10 @@ class EmulatorHandler(BaseHTTPRequestHandler):
             if isinstance(action, Write):
                 if action.data:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(action.data), action.data))
+            elif isinstance(action, Silence) and action.keepalive is not None:
+                if not self._live_silence(action.seconds, action.keepalive, action.every):
+                    self._abort()
+                    return
             elif isinstance(action, Pause | Silence):
                 if not self._silence(action.seconds):
                     self._abort()
@@ -326,6 +335,17 @@ class EmulatorHandler(BaseHTTPRequestHandler):
                 self._abort()
                 return
         self.wfile.write(b"0\r\n\r\n")
+
+    def _live_silence(self, seconds: float, keepalive: bytes, every: float) -> bool:
+        """A silence with a keepalive every `every` seconds (at least one, however late the server
+        thread wakes: a live silence is never a dead one); False as `_silence`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if not self._silence(min(every, max(deadline - time.monotonic(), 0.0))):
+                return False
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(keepalive), keepalive))
+            if deadline - time.monotonic() <= 0:
+                return True
 
     def _silence(self, seconds: float) -> bool:
         """Wait; False when the server is stopping or the client closed the connection."""

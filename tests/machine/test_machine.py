@@ -460,8 +460,9 @@ def _wire_event(rng: random.Random, first: bool) -> object:
         return StreamEnd(frames=rng.randrange(2), keepalives=rng.randrange(2), complete=rng.random() < 0.5)
     if choice == 4:
         return _failure(rng)
-    if choice == 5:
-        return StaleTimeout(1.0)
+    if choice == 5:  # WD-8: any phase, either clock (drawn apart: the walk's own draws stay as they were)
+        phase = _STALL_RNG.choice([None, "connect", "first_event", "text"])
+        return StaleTimeout(1.0, phase, _STALL_RNG.choice(["progress", "liveness"]))
     if choice == 6:
         return Interrupt()
     if choice == 7:
@@ -469,6 +470,9 @@ def _wire_event(rng: random.Random, first: bool) -> object:
     if choice == 8:
         return RefusalDelta("no")
     return ReasoningDelta("r")
+
+
+_STALL_RNG = random.Random(26)
 
 
 def _failure(rng: random.Random) -> AttemptFailed:

@@ -115,17 +115,32 @@ class Lane:
         return self._own
 
     def stream(
-        self, session: fsm_agent.Session, got: Collect | None = None, *, activity: bool = False, **kwargs: Any
+        self,
+        session: fsm_agent.Session,
+        got: Collect | None = None,
+        *,
+        activity: bool = False,
+        routes: int = 0,
+        **kwargs: Any,
     ) -> Any:
-        """One request through this lane's driver, to its end (or its exception)."""
+        """One request through this lane's driver, to its end (or its exception); with `routes`,
+        over that many routes of this lane's client and params (RT-1), named route-1, route-2, ..."""
         callbacks = got.callbacks(activity=activity) if got is not None else {}
         request = kwargs.pop("params", None) or self.params()
         if self.api == "responses":
             kwargs.setdefault("api", "responses")  # it shares the OpenAI client with Chat (SPEC §1)
         client = self.client()
+        if routes:
+            api = kwargs.pop("api", None)
+            target: Any = [
+                fsm_agent.Route(client, request, api=api, name=f"route-{n + 1}") for n in range(routes)
+            ]
+            args: tuple[Any, ...] = (target,)
+        else:
+            args = (client, request)
         if self._runner is None:
-            return session.stream(client, request, **callbacks, **kwargs)
-        return self._runner.run(session.astream(client, request, **callbacks, **kwargs))
+            return session.stream(*args, **callbacks, **kwargs)
+        return self._runner.run(session.astream(*args, **callbacks, **kwargs))
 
     # -- routes (RT-, RC-) -----------------------------------------------------------------------
 

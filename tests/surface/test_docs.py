@@ -47,7 +47,7 @@ CONTRACT = {
     "ACC": 11,
     "CB": 6,
     "RES": 11,
-    "WD": 4,
+    "WD": 12,  # WD-5..WD-12: the phases and clocks (issue 26)
     "TR": 6,
     "DG": 3,
     "CLI": 3,

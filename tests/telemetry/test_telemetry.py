@@ -300,6 +300,14 @@ def test_stall(otel: Otel, emulator: Emulator, api: Api) -> None:
     )
     assert first.status.status_code is StatusCode.ERROR
     assert (first.end_time - first.start_time) / 1e9 >= 0.25  # the attempt's span shows the silence
+    # WD-8: which phase and which clock fired, on the request's span and on the transition's event
+    root = tree.root
+    assert (root.attributes["fsm_agent.stall_phase"], root.attributes["fsm_agent.stall_clock"]) == (
+        "first_event",
+        "progress",
+    )
+    [stale] = [e for e in root.events if e.attributes.get("fsm_agent.trigger") == "stale"]
+    assert stale.attributes["fsm_agent.stall_phase"] == "first_event"
     measured = otel.metrics()
     assert measured["fsm_agent.stalls"][0][1][0].value == 1
     assert measured["fsm_agent.retries"][0][1][0].value == 1

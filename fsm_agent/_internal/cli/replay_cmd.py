@@ -3,7 +3,8 @@
 One line per transition: time, attempt, source -> dest, trigger, the delivered text so far and the
 guards that decided it, and — for a request over several routes (RT-1) — the route of each step;
 then how the request ended. `--retries`, `--stale-timeout`, `--unsupported`, `--stale-giveup` and
-`--routes N` (only the first N routes) replay it under other settings and show where it would
+`--routes N` (only the first N routes) and `--timeouts PHASE=S,...` (WD-10: which attempts would
+have stalled, and when) replay it under other settings and show where it would
 diverge and how it would have ended. Exit status: 0 when every step matched, 1 on a mismatch (or a
 divergence under other settings), 2 when the trace cannot be read. Needs no network and no provider SDK.
 """
@@ -44,6 +45,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--routes", type=positive_int, default=None, help="what if only the first N routes had been given"
     )
+    parser.add_argument(
+        "--timeouts",
+        type=timeouts_argument,
+        default=None,
+        metavar="PHASE=S,...",
+        help="what if the watchdog's deadlines had been these (Timeouts fields: first_event, text, ...)",
+    )
+
+
+def timeouts_argument(text: str) -> Any:
+    """`first_event=20,text=60` as a `Timeouts` (WD-10)."""
+    from ..deadlines import Timeouts
+
+    fields: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in Timeouts.__dataclass_fields__:
+            raise argparse.ArgumentTypeError(
+                f"expected PHASE=SECONDS,... with a Timeouts field, not {part!r}"
+            )
+        try:
+            fields[name] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number of seconds, not {value!r}") from None
+    try:
+        return Timeouts(**fields)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         "backoff_cap": args.backoff_cap,
         "max_wait": args.max_wait,
         "routes": args.routes,
+        "timeouts": args.timeouts,
     }
     try:
         report = replay(args.file, request_id=args.request, **settings)

@@ -144,7 +144,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         opened_at = time.monotonic()
         failure: BaseException | None = None
         out: Decided = ()
-        watchdog.arm(stale=True)
+        watchdog.arm(stale=True, connect=True)  # WD-5: the connect phase, until the response headers
         try:
             out = await self._attempt(plan)
         except asyncio.CancelledError as exc:
@@ -173,6 +173,7 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
     async def _attempt(self, plan: act.OpenAttempt) -> Decided:
         client = await self._client()
         attempt = await self._open(client, plan)
+        self.watchdog.headers()  # WD-5: the first_event phase begins
         self.attempt = attempt
         interrupted = self._interrupt_noticed()
         if interrupted is not None:

@@ -28,7 +28,6 @@ class LoopWatchdog(ActivityClock):
     """One async request's stall timer and interrupt switch; `interrupt()` is thread-safe."""
 
     def __init__(self, stale_timeout: float, interrupt_event: threading.Event | None = None) -> None:
-        self.stale_timeout = stale_timeout
         self._user_event = interrupt_event
         self._loop = asyncio.get_running_loop()
         task = asyncio.current_task()
@@ -36,13 +35,14 @@ class LoopWatchdog(ActivityClock):
             raise RuntimeError("the async driver must run inside an asyncio task")
         self._task = task
         self._clock = self._loop.time
+        self._clocks_init(stale_timeout)
+        self.fired_clock = "progress"  # which clock a "stale" fired on, and in which phase (WD-8)
+        self.fired_phase = "first_event"
         self._interrupted = False
         self._stopped = False
         self.fired: str | None = None  # "stale" or "interrupt"
         self._window = False  # inside an armed window: firing cancels the task
         self._stale_on = False
-        self._last_activity = 0.0
-        self._held_since: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._poll: asyncio.TimerHandle | None = None
         self._cancel_sent = False  # a cancellation of ours not yet claimed by the driver
@@ -73,15 +73,17 @@ class LoopWatchdog(ActivityClock):
             self._loop.call_soon_threadsafe(self._on_interrupt)
 
     # -- windows: the stretches of the driver an interrupt (and, with stale=True, a stall) may cut -----
-    def arm(self, *, stale: bool) -> None:
+    def arm(self, *, stale: bool, connect: bool = False) -> None:
+        """Open a window; with `stale`, the deadlines count from now, in the connect phase when
+        `connect` (the request is sent and its headers are awaited, WD-5)."""
         self._window = True
         self._cancelling_before = self._task.cancelling()
         if self.fired == "stale":
             self.fired = None
         if stale:
             self._stale_on = True
-            self._last_activity = self._clock()
-            self._timer = self._loop.call_at(self._last_activity + self.stale_timeout, self._check_stale)
+            self.begin("connect" if connect else "first_event")
+            self._timer = self._loop.call_at(self.due()[0], self._check_stale)
         if self.interrupted:
             self._fire("interrupt")
 
@@ -110,13 +112,24 @@ class LoopWatchdog(ActivityClock):
         self._timer = None
         if not self._stale_on:
             return
-        deadline = self._last_activity + self.stale_timeout
+        deadline, clock = self.due()
         if self._held_since is not None:  # a callback is running: look again shortly after it returns
             deadline = self._clock() + _HELD_RECHECK
         if self._clock() < deadline:
             self._timer = self._loop.call_at(deadline, self._check_stale)
             return
+        self.fired_clock, self.fired_phase = clock, self.phase
         self._fire("stale")
+
+    def _reaim(self) -> None:
+        """A deadline may have come earlier (a phase, the liveness clock armed): aim the timer."""
+        timer = self._timer
+        if not self._stale_on or timer is None:
+            return
+        when = self.due()[0]
+        if when < timer.when():
+            timer.cancel()
+            self._timer = self._loop.call_at(when, self._check_stale)
 
     def _on_interrupt(self) -> None:
         if self._stopped:

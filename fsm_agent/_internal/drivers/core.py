@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import actions as act
+from ..deadlines import PhaseDeadlines
 from ..endpoint import EndpointLink
 from ..errors import MachineError
 from ..events import AttemptFailed
@@ -55,7 +56,11 @@ class WatchdogState(Protocol):
     """What the core reads of either watchdog (the thread of `watchdog`, the timers of `aio_watchdog`)."""
 
     stale_timeout: float
+    deadlines: PhaseDeadlines  # WD-5: the route's deadlines, per phase and for the liveness clock
+    phase: str
     fired: str | None  # "stale" or "interrupt"
+    fired_phase: str  # WD-8: the phase and clock a "stale" fired in
+    fired_clock: str
 
     @property
     def interrupted(self) -> bool: ...
@@ -65,6 +70,14 @@ class WatchdogState(Protocol):
     def hold(self) -> float: ...
 
     def release(self, active: bool = False) -> None: ...
+
+    def alive(self) -> None: ...
+
+    def keepalive(self) -> None: ...
+
+    def enter(self, phase: str) -> None: ...
+
+    def deadline_seconds(self, clock: str) -> float: ...
 
 
 W = TypeVar("W", bound=WatchdogState)
@@ -104,7 +117,7 @@ class DriverCore(ActionLoop, Generic[W]):
         """RT-2: later attempts go to route `index` (its client, API, params and stale timeout)."""
         route = self.routes[index]
         self.source, self.adapter, self.params = route.source, route.adapter, route.params
-        self.watchdog.stale_timeout = route.stale_timeout
+        self.watchdog.deadlines = route.attempt_deadlines(index + 1 < len(self.routes))  # WD-5
         if route.link is not None:  # HL-1: the route's endpoint has a health of its own
             self.health = route.link
 
@@ -170,6 +183,9 @@ class DriverCore(ActionLoop, Generic[W]):
             stale_timeout=watchdog.stale_timeout,
             open_for=None if opened_at is None else time.monotonic() - opened_at,
             route_owned=self.adapter.route_owned,
+            phase=watchdog.fired_phase if fired == "stale" else watchdog.phase,
+            clock=watchdog.fired_clock,
+            deadline=watchdog.deadline_seconds(watchdog.fired_clock) if fired == "stale" else None,
         )
         return self._feed(event)
 

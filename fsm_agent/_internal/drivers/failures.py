@@ -26,20 +26,25 @@ def failure_event(
     stale_timeout: float,
     open_for: float | None,
     route_owned: Callable[[BaseException], bool] | None = None,
+    phase: str | None = None,
+    clock: str = "progress",
+    deadline: float | None = None,
 ) -> object:
     """Whatever ended an attempt or the fallback request, as the event to feed (both drivers).
 
     An interrupt wins over anything else; then a stall: the watchdog fired, or — for an attempt
     open `open_for` seconds, whose SDK read timeout is capped at the stale timeout — that timeout
-    expired (the fallback request, `open_for=None`, keeps the SDK's own read timeout: a failure
-    like any other; FSM-6); then a caller's callback error (fatal, CB-6). SystemExit and the like
-    are re-raised. A rejection the route's adapter says is its own (`route_owned`, RC-7) is fed
-    with that kind.
+    expired, with the watchdog's phase (the fallback request, `open_for=None`, keeps the SDK's
+    own read timeout: a failure like any other; FSM-6); then a caller's callback error (fatal,
+    CB-6). SystemExit and the like are re-raised. A rejection the route's adapter says is its own
+    (`route_owned`, RC-7) is fed with that kind.
     """
     if interrupted or isinstance(exc, KeyboardInterrupt):
         return Interrupt()
-    if stalled or (open_for is not None and open_for >= stale_timeout * 0.95 and is_read_timeout(exc)):
-        return StaleTimeout(stale_timeout)
+    if stalled:  # the watchdog's: the deadline of `clock` in `phase` (WD-8)
+        return StaleTimeout(deadline if deadline is not None else stale_timeout, phase, clock)
+    if open_for is not None and open_for >= stale_timeout * 0.95 and is_read_timeout(exc):
+        return StaleTimeout(stale_timeout, phase, "progress")
     if isinstance(exc, CallbackError):
         return AttemptFailed(exc.original, from_callback=True)
     if not isinstance(exc, Exception):

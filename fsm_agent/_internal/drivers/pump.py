@@ -29,7 +29,19 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import actions as act
-from ..events import FallbackDelivered, FallbackFinished, ReasoningDelta, StreamEnd, TextDelta
+from ..deadlines import phase_of
+from ..events import (
+    FallbackDelivered,
+    FallbackFinished,
+    FinishReason,
+    ReasoningDelta,
+    RefusalDelta,
+    StreamEnd,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    UsageReport,
+)
 from ..providers.base import as_plain
 from ..wire.pipeline import SLICE, JsonBodyPipeline, Translator, WirePipeline, slices
 from ..wire.shapes import guarded
@@ -43,6 +55,11 @@ __all__ = ["NOTICES", "Pump", "translate_object"]
 Decided = tuple[Any, ...]
 # What the caller is handed; any other output of the machine is a control action.
 _DELIVERED = frozenset({TextDelta, ReasoningDelta, act.ToolNamed, act.ToolArgs})
+# WD-6: the events that move the answer (the progress clock); anything else a read brings — a
+# keepalive, a ping, an identity or in-progress event — is liveness only.
+_PROGRESS = frozenset(
+    {TextDelta, ReasoningDelta, RefusalDelta, ToolCallDelta, ToolCallEnd, FinishReason, UsageReport}
+)
 
 
 class _Notices:
@@ -57,6 +74,7 @@ class Pump:
     """One attempt's (or one plain response's) deliveries and decision; see the module's text."""
 
     __slots__ = (
+        "_bytes_progress",
         "_core",
         "_count",
         "_feed_machine",
@@ -86,6 +104,7 @@ class Pump:
         self._watchdog = core.watchdog
         self._t0 = core._t0
         self._pipeline = pipeline
+        self._bytes_progress = pipeline is not None and pipeline.bytes_are_progress
         self._translator = translator
         self._notices = notices  # the async delivery's pending on_activity coroutines (sync: None)
         self._count = 0
@@ -99,12 +118,16 @@ class Pump:
             return self._sliced(read)
         pipeline = self._pipeline
         assert pipeline is not None
-        # From here until the next read, time is the caller's (on_activity, deltas), not silence.
-        self._watchdog.hold()
+        # From here until the next read, time is the caller's (on_activity, deltas), not silence;
+        # a read is liveness (WD-6), and a keepalive in it arms the liveness deadline.
+        watchdog = self._watchdog
+        watchdog.hold()
+        keepalives = pipeline.keepalives
         events = pipeline.feed(read)
+        if pipeline.keepalives != keepalives:
+            watchdog.keepalive()
         t = time.monotonic() - self._t0
-        # `active`: provider activity came, so the deadline restarts at the hold's release.
-        return self._events(events, t, pipeline.active, NOTICES if self._notices else None)
+        return self._events(events, t, True, NOTICES if self._notices else None)
 
     def _sliced(self, read: bytes) -> Iterator[Any]:
         for chunk in slices(read):
@@ -118,12 +141,13 @@ class Pump:
         core = self._core
         watchdog = core.watchdog
         self._count += 1
-        watchdog.touch()
         t = core._now()
         events = translate_object(self._translator, obj)
-        watchdog.hold()
+        watchdog.hold()  # an object is liveness (WD-6); its progress is told at the release
+        if not events and type(obj) is dict and not obj:  # an empty event (Bedrock's unknown type)
+            watchdog.keepalive()
         label = Activity(activity_label(obj)) if core.cb.activity is not None else None
-        return self._events(events, t, False, label)
+        return self._events(events, t, True, label)
 
     def end(self) -> Iterator[Any]:
         """After the last read: what the decoder still held, then the stream's end, one at a time
@@ -155,14 +179,18 @@ class Pump:
             self.control = core._feed_control(FallbackDelivered())
 
     # -- the rules -------------------------------------------------------------------------------------
-    def _events(self, events: Iterable[Any], t: float, active: bool | None, first: Any) -> Iterator[Any]:
+    def _events(self, events: Iterable[Any], t: float, read: bool | None, first: Any) -> Iterator[Any]:
         """`first` (if any), then feed each event at `t`, handing out its deliveries; stop at the
-        first control action. `active` not None: the end of a read (or an object) whose provider
-        activity it tells — the calls that grew are delivered (ACC-11), the hold ends (WD-1)."""
+        first control action. `read`: the end of a read (or an object) — the calls that grew are
+        delivered (ACC-11), the hold ends (WD-1), telling whether an event moved the answer, and
+        the attempt's phase is told to the watchdog when it moved (WD-5, WD-6)."""
         if first is not None:
             yield first
         machine, watchdog, feed, watching = self._machine, self._watchdog, self._feed_machine, self._watching
+        progressed = read is True and self._bytes_progress  # a JSON body's bytes
         for event in events:
+            if not progressed and type(event) in _PROGRESS:
+                progressed = True
             if watchdog.interrupted:  # SEC-8: over whatever the read still holds
                 self.control = self._core._interrupt_noticed() or ()
                 break
@@ -176,11 +204,15 @@ class Pump:
                 yield from self.deliveries(outputs)
                 if self.control is not None:
                     break
-        if active is None:
+        if read is None:
             return
         if self.control is None and watching:
             yield from self.tool_args(t)  # once per read, per call that grew (ACC-11)
-        watchdog.release(active)
+        watchdog.release(progressed)
+        if progressed:
+            acc = machine.acc
+            has_text = bool(acc.text_parts or acc.refusal_parts or acc.slots)
+            watchdog.enter(phase_of(machine.state._value_, has_text, bool(acc.reasoning_parts)))
         pipeline = self._pipeline
         if self.control is not None or watchdog.fired is not None or (pipeline is not None and pipeline.done):
             self.stop = True

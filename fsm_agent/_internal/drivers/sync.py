@@ -104,7 +104,7 @@ class SyncDriver(DriverCore[Watchdog]):
             return self._failure(exc, opened_at)
         # Until the headers arrive there is no stream handle: an interrupt or stall aborts the
         # socket this thread is blocked on (RES-11, WD-1 in the open phase).
-        watchdog.arm(blocked_read_aborter())
+        watchdog.arm(blocked_read_aborter(), phase="connect")  # WD-5: until the response headers
         try:
             attempt = self._limited(
                 self.adapter.open(client, self._attempt_params(plan), plan, watchdog.stale_timeout)

@@ -2,13 +2,13 @@
 
 Each sync request has a `Watchdog` (its deadline, its abort, what fired); one process-wide timer
 thread (`WatchdogTimer`) keeps a heap of the requests' next wake-ups and sleeps on a condition
-variable until the earliest. At a request's stale deadline (last provider activity +
-stale_timeout) or on an interrupt it aborts the request's armed attempt (shutting its socket down
-wakes the reader). It never feeds the machine itself: it leaves `fired` for the reading thread,
-which turns it into a StaleTimeout or Interrupt event. No busy polling: the timer wakes at
-deadlines and on interrupts; a request is looked at every 50 ms only while its caller passed their
-own `threading.Event` (to look at it), while a caller's callback holds the clock past the deadline
-(`hold`), and after firing until the reader notices.
+variable until the earliest. At a request's deadline (its phase's progress deadline, or the
+liveness deadline: `activity_clock.py`) or on an interrupt it aborts the request's armed attempt
+(shutting its socket down wakes the reader). It never feeds the machine itself: it leaves
+`fired` for the reading thread, which turns it into a StaleTimeout or Interrupt event. No busy
+polling: the timer wakes at deadlines and on interrupts; a request is looked at every 50 ms only
+while its caller passed their own `threading.Event` (to look at it), while a caller's callback
+holds the clock past the deadline (`hold`), and after firing until the reader notices.
 
 Operations, from the reading thread: `start`/`stop` (the request's lifetime), `arm(abort)` /
 `disarm()` (a blocking read is in progress, and how to end it), `touch`/`hold`/`release` (the
@@ -255,31 +255,33 @@ class Watchdog(ActivityClock):
         *,
         timer: WatchdogTimer | None = None,
     ) -> None:
-        self.stale_timeout = stale_timeout
         self._user_event = interrupt_event
         self._timer = timer if timer is not None else _TIMER
         self._clock = self._timer.clock
+        self._clocks_init(stale_timeout)
         self._lock = threading.Lock()
         # A back-off wait (BO-4) sleeps on a condition of `_lock`, made by the first wait: most
         # requests never wait.
         self._cond: threading.Condition | None = None
         self._abort: Callable[[], None] | None = None
-        self._last_activity = 0.0
-        self._held_since: float | None = None
         self._interrupted = False
         self._stopped = False
         self._entry: list[Any] | None = None  # the timer's booked look (the timer's lock guards it)
         self.fired: str | None = None  # "stale" or "interrupt", for the reading thread
+        self.fired_clock = "progress"  # which clock a "stale" fired on, and in which phase (WD-8)
+        self.fired_phase = "first_event"
 
     # -- called by the reading thread ----------------------------------------------------------------
     def start(self) -> None:
         if self._user_event is not None or self._interrupted:
             self._timer.schedule(self, self._clock())
 
-    def arm(self, abort: Callable[[], None]) -> None:
+    def arm(self, abort: Callable[[], None], phase: str = "first_event") -> None:
+        """A blocking read begins, in `phase` (WD-5): "connect" until the response headers."""
         with self._lock:
             self._abort = abort
-            self._last_activity = now = self._clock()
+            self.begin(phase)
+            now = self._clock()
             if self.fired == "stale":
                 self.fired = None
             wait = self._next_wakeup()
@@ -342,6 +344,7 @@ class Watchdog(ActivityClock):
                 # the request inside the same call (botocore does). Abort again.
                 self._abort()
             elif self.fired is None and self._abort is not None and self._remaining() <= 0:
+                self.fired_clock, self.fired_phase = self.due()[1], self.phase
                 self._fire("stale")
             wait = self._next_wakeup()
             return None if wait is None else self._clock() + wait
@@ -349,7 +352,12 @@ class Watchdog(ActivityClock):
     def _remaining(self) -> float:
         if self._held_since is not None:
             return _HELD_RECHECK  # a callback is running: look again shortly after it returns
-        return self._last_activity + self.stale_timeout - self._clock()
+        return self.due()[0] - self._clock()
+
+    def _reaim(self) -> None:
+        """A deadline may have come earlier (a phase, the liveness clock armed): book the look."""
+        if self._abort is not None and self.fired is None:
+            self._timer.schedule(self, self.due()[0])
 
     def _next_wakeup(self) -> float | None:
         if self.fired is not None:

@@ -466,8 +466,9 @@ def _decoded(raw: Any, stream_class: type, budget: _Budget | None) -> Iterator[A
     """The events of botocore's stream, decoded by us: `{event type: payload}` as botocore's
     parser makes them. An exception message raises what botocore raises for it (EventStreamError
     with the exception's code and message); a frame the decoder rejects raises botocore's error for
-    the same fault (ChecksumMismatch, …). An event type no handler knows is skipped, as botocore
-    skips a type its model lacks. Bytes that make no whole message at the end are dropped, as
+    the same fault (ChecksumMismatch, …). An event type no handler knows carries nothing, as
+    botocore skips a type its model lacks: it is handed on as an empty event, a keepalive for the
+    watchdog's liveness clock (WD-6). Bytes that make no whole message at the end are dropped, as
     botocore drops them: the stream ended before its end marker (an incomplete stream)."""
     decoder = EventStreamDecoder()
     feed = decoder.feed
@@ -489,6 +490,8 @@ def _decoded(raw: Any, stream_class: type, budget: _Budget | None) -> Iterator[A
             name = headers.get(":event-type")
             if isinstance(name, str) and (name in handlers or _is_exception_key(name)):
                 yield {name: _payload(name, payload)}
+            else:
+                yield {}  # nothing for the answer, but the connection is alive (WD-6): a keepalive
 
 
 def _payload(name: str, payload: bytes) -> Any:

@@ -179,7 +179,10 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     },
     FinishedResponse: lambda e: {"response": {"type": type(e.response).__name__}},
     Start: lambda e: {},
-    StaleTimeout: lambda e: {"stale_timeout": e.stale_timeout},
+    StaleTimeout: lambda e: {
+        "stale_timeout": e.stale_timeout,
+        **({} if e.phase is None else {"stall_phase": e.phase, "stall_clock": e.clock}),  # WD-8
+    },
     Interrupt: lambda e: {},
     AttemptClosed: lambda e: {},
     RouteLoaded: lambda e: {
@@ -357,7 +360,9 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "StreamEnd": _stream_end,
     "FinishedResponse": lambda f: FinishedResponse(_response(f)),
     "Start": lambda f: Start(),
-    "StaleTimeout": lambda f: StaleTimeout(_number(f, "stale_timeout")),
+    "StaleTimeout": lambda f: StaleTimeout(
+        _number(f, "stale_timeout"), _str(f, "stall_phase", True), _str(f, "stall_clock", True)
+    ),
     "Interrupt": lambda f: Interrupt(),
     "AttemptClosed": lambda f: AttemptClosed(),
     "RouteLoaded": lambda f: _route_loaded(f),

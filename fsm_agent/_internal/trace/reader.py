@@ -57,6 +57,8 @@ class RequestHeader:
     line: int = 0
     routes: tuple[str, ...] = ()  # RT-1: the names of the request's routes, in order
     route_retries: tuple[int | None, ...] = ()  # RC-8: each route's own cap on its retries
+    # each route as the header lists it (name, api, model, host: what `fsm-agent tune` groups by)
+    route_details: tuple[dict[str, Any], ...] = ()
 
 
 class RecordedEvent(NamedTuple):
@@ -248,6 +250,14 @@ def _header(obj: dict[str, Any], lineno: int) -> RequestHeader:
     return RequestHeader(
         routes=tuple(route["name"] for route in routes),
         route_retries=tuple(_route_cap(route.get("retries")) for route in routes),
+        route_details=tuple(
+            {
+                key: route.get(key)
+                for key in ("name", "api", "model", "host")
+                if isinstance(route.get(key), str)
+            }
+            for route in routes
+        ),
         request_id=_get(obj, "request_id", str),
         settings=_get(obj, "settings", dict),
         memory=_get(obj, "memory", dict),

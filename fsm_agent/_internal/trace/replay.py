@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import actions as act
 from ..backoff import wait_before
+from ..deadlines import Timeouts, resolve_deadlines
 from ..drivers.interpreter import ActionLoop, Decided
 from ..errors import ErrorKind, MachineError, TraceFormatError
 from ..events import (
@@ -74,6 +75,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "recover_restart": (bool,),
     "final_raise": (bool,),
     "route_prefill": (list,),
+    "timeouts": (Timeouts,),  # WD-10: what if the watchdog's phases had had these deadlines
 }
 # Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
 _NON_NEGATIVE = frozenset(
@@ -114,9 +116,10 @@ def replay(
     """Replay the trace at `source` (a path, an open binary file or a `MemorySink`).
 
     `settings` override the recorded ones (`retries`, `stale_timeout`, `unsupported`,
-    `stale_giveup`, `backoff_base`, `backoff_cap`, `max_wait`) or the endpoint health each request
-    started with (`stale_streak`, `streaming_disabled`, `stream_options_unsupported`); None means
-    "as recorded".
+    `stale_giveup`, `backoff_base`, `backoff_cap`, `max_wait`; `timeouts`, a `Timeouts`: which
+    attempts would have stalled, and when, in each request's `stalls`, WD-10) or the endpoint
+    health each request started with (`stale_streak`, `streaming_disabled`,
+    `stream_options_unsupported`); None means "as recorded".
     With a wire recording, `on_tool_args` receives the tool arguments as they grew (ACC-11), as
     the live request's callback did: the events of one read share their recorded time.
     """
@@ -245,18 +248,25 @@ def replay_request(
             stale = effective["stale_timeout"] if "stale_timeout" in overrides else None
             if stale is not None and recorded["stale_timeout"] == stale:
                 stale = None
-            simulation = Simulation(new_machine(found.request_id, effective), found.events, stale)
+            deadlines = None
+            if overrides.get("timeouts") is not None:  # WD-10, over the stale timeout as recorded or set
+                model = found.header.model if found.header is not None else None
+                deadlines = resolve_deadlines(overrides["timeouts"], effective["stale_timeout"], model, {})
+            machine = new_machine(found.request_id, effective)
+            simulation = Simulation(machine, found.events, stale, deadlines)
             outcome = simulation.run()
             replayed, delivered = simulation.machine.records, simulation.delivered_at
             notes = notes + simulation.notes
+            result.stalls = simulation.stalls
     else:
         replayed, outcome, notes = _refire(found, {})
         result.recorded_outcome = outcome
         if what_if:
             replayed, outcome, notes = _refire(found, overrides)
-            if "stale_timeout" in overrides:
+            if "stale_timeout" in overrides or "timeouts" in overrides:
                 notes.append(
-                    "stale_timeout changes need a wire recording: the record times alone do not show the gaps"
+                    "stale_timeout and timeouts changes need a wire recording: the record times alone do "
+                    "not show the gaps"
                 )
         delivered = []
     result.outcome = outcome
@@ -422,6 +432,8 @@ def _set_inputs(
     ctx.error = _stand_in(error_name, ctx.error_kind, line) if error_name is not None else None
     ctx.error_status = _take(inputs, "error_status", (int,), None, line)
     ctx.route = _take(inputs, "route", (int,), ctx.route, line)
+    ctx.stall_phase = _take(inputs, "stall_phase", (str,), None, line)  # WD-8; older traces: none
+    ctx.stall_clock = _take(inputs, "stall_clock", (str,), None, line)
     if ctx.error_kind is ErrorKind.TRANSIENT and any(name in overrides for name in _BACKOFF):
         # BO-5: what-if back-off settings: the wait is recomputed from the recorded hint and seed
         ctx.wait_s, ctx.wait_source = wait_before(
@@ -437,6 +449,11 @@ def _stand_in(name: str, kind: ErrorKind | None, line: int) -> BaseException:
         return error_for(name, "(message not recorded without wire recording)", kind=kind)
     except ValueError as exc:
         raise TraceFormatError(f"line {line}: {exc}") from None
+
+
+def _text_or_none(fields: dict[str, Any], name: str) -> str | None:
+    value = fields.get(name)
+    return value if isinstance(value, str) else None
 
 
 def _cause_event(record: TransitionRecord, line: int) -> object:
@@ -459,7 +476,11 @@ def _cause_event(record: TransitionRecord, line: int) -> object:
         "Interrupt": Interrupt,
         "AttemptClosed": AttemptClosed,
         "TextDelta": lambda: TextDelta(""),
-        "StaleTimeout": lambda: StaleTimeout(float(number("stale_timeout"))),
+        "StaleTimeout": lambda: StaleTimeout(
+            float(number("stale_timeout")),
+            _text_or_none(cause, "stall_phase"),
+            _text_or_none(cause, "stall_clock"),
+        ),
         "FinishReason": lambda: FinishReason(str(cause.get("reason", ""))),
         "StreamEnd": lambda: StreamEnd(
             int(number("frames")), int(number("keepalives")), cause.get("complete", True) is not False

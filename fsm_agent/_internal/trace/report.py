@@ -48,6 +48,10 @@ def compare_records(
             # A trace written before records named their effects was decided by a table that
             # asked fewer guards (which message applies is a guard now): those are not compared.
             got = {key: value for key, value in got.items() if key in want}
+        elif name == "guards" and isinstance(want, dict) and isinstance(got, dict):
+            # A guard the recorded table did not have yet, asked and False, decided nothing the
+            # row taken (compared below: dest, effects) does not show (WD-8's stall rows).
+            got = {key: value for key, value in got.items() if key in want or value}
         if want != got:
             diffs[name] = (want, got)
     if recorded.route is not None and recorded.route != replayed.route:  # RT-1; older traces have none
@@ -235,6 +239,8 @@ class RequestReplay:
     outcome: Outcome | None = None
     recorded_outcome: Outcome | None = None
     notes: list[str] = field(default_factory=list)
+    # WD-10: in a what-if run, each attempt that would have stalled: attempt, t, phase, deadline
+    stalls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def first_mismatch(self) -> Mismatch | None:
@@ -256,8 +262,8 @@ class RequestReplay:
         return {
             "request_id": self.request_id,
             "mode": self.mode,
-            "settings": self.settings,
-            "overrides": self.overrides,
+            "settings": _plain_settings(self.settings),
+            "overrides": _plain_settings(self.overrides),
             "matched": self.matched,
             "first_mismatch": mismatch.as_dict() if mismatch is not None else None,
             "outcome": self.outcome.as_dict() if self.outcome is not None else None,
@@ -265,6 +271,7 @@ class RequestReplay:
             if self.recorded_outcome is not None
             else None,
             "notes": self.notes,
+            "stalls": self.stalls,
             "steps": [step.as_dict() for step in self.steps],
         }
 
@@ -333,11 +340,16 @@ class ReplayReport:
         mismatch = self.first_mismatch
         return {
             "source": self.source,
-            "overrides": self.overrides,
+            "overrides": _plain_settings(self.overrides),
             "matched": self.matched,
             "first_mismatch": mismatch.as_dict() if mismatch is not None else None,
             "requests": [request.as_dict() for request in self.requests],
         }
+
+
+def _plain_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings as JSON takes them: a `Timeouts` (WD-10) as the fields it sets."""
+    return {key: value.as_dict() if hasattr(value, "as_dict") else value for key, value in settings.items()}
 
 
 def _brief_source(source: str, limit: int = 60) -> str:

@@ -5,8 +5,11 @@ machine with the what-if settings and plays the driver's part: it opens attempt 
 events the provider sent on the n-th connection (their times shifted to the new timeline), feeds
 `AttemptClosed` when the machine asks for it, lets each wait pass in virtual time (BO-5), serves a
 fallback from the recorded fallback answer,
-and fires the watchdog where a shorter (or longer) `stale_timeout` would have: after that many
-seconds without provider activity. Interrupts are external, so they arrive at their recorded time.
+and fires the watchdog where a shorter (or longer) `stale_timeout`, or other phase deadlines
+(`Timeouts`, WD-10), would have: after the deadline of the attempt's phase without an event that
+moves the answer. A wire recording holds no keepalives, so the liveness clock and the connect
+phase are not replayed: the first_event deadline counts from the attempt's opening. Interrupts
+are external, so they arrive at their recorded time.
 When the run needs something the recording does not hold (a 4th attempt, a fallback never made),
 the outcome is "unknown" and says so. The order the machine's actions are carried out in is the
 drivers' own (`drivers/interpreter.py`, `ActionLoop`), on the simulation's virtual clock. Pure: no
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import actions as act
+from ..deadlines import PhaseDeadlines, phase_of
 from ..drivers.interpreter import ActionLoop, Decided
 from ..errors import MachineError
 from ..events import (
@@ -123,10 +127,15 @@ class Simulation(ActionLoop):
         machine: RequestMachine,
         events: list[RecordedEvent],
         stale_timeout: float | None,
+        deadlines: PhaseDeadlines | None = None,
     ) -> None:
         self.machine = machine
         self.seg = segment(events)
-        self.stale = stale_timeout  # None: keep the recorded watchdog events as they are
+        # None: keep the recorded watchdog events as they are
+        if deadlines is None and stale_timeout is not None:
+            deadlines = PhaseDeadlines.single(stale_timeout)
+        self.deadlines = deadlines
+        self.stalls: list[dict[str, Any]] = []  # WD-10: each attempt that would have stalled, and when
         self.interrupt_t = self.seg.interrupt_t
         self.now = self.seg.start_t
         self.delivered = 0
@@ -222,11 +231,15 @@ class Simulation(ActionLoop):
                 f"{self.seg.attempt_route.get(number, 0) + 1}"
             )
         shift = self.now - self.seg.opened_at[number]
-        stale = self.stale
+        deadlines = self.deadlines
+        if deadlines is not None:
+            deadlines = deadlines.for_attempt(self.machine.ctx.route + 1 < len(self.machine.ctx.route_names))
         last_activity = self.now
+        phase = "first_event"
         for item in recorded:
             event, t = item.event, item.t + shift
             kind = type(event)
+            stale = deadlines.progress(phase) if deadlines is not None else None
             if stale is not None and (
                 kind is StaleTimeout
                 or (kind in _READS and t - last_activity > stale and not _by_caller(event))
@@ -237,17 +250,35 @@ class Simulation(ActionLoop):
                         f"attempt {number}: the provider was silent for {t - last_activity:.3f} s when the "
                         f"recording's watchdog fired; assumed it stayed silent for {stale:g} s"
                     )
-                return self._feed_at(StaleTimeout(stale), fire_at)
+                return self._stall(number, phase, stale, fire_at)
             control = self._feed_at(event, t)
             if kind in _ACTIVITY:
                 last_activity = t
+                phase = self._phase()
             if control:
                 return control
         interrupt_t = self.interrupt_t
-        if stale is not None and interrupt_t is not None and last_activity + stale < interrupt_t:
-            # the provider was silent until the recorded interrupt: the watchdog fires first
-            return self._feed_at(StaleTimeout(stale), last_activity + stale)
+        if deadlines is not None and interrupt_t is not None:
+            stale = deadlines.progress(phase)
+            if last_activity + stale < interrupt_t:
+                # the provider was silent until the recorded interrupt: the watchdog fires first
+                return self._stall(number, phase, stale, last_activity + stale)
         return self._give_up(f"the recording of attempt {number} ends before the attempt did")
+
+    def _phase(self) -> str:
+        machine = self.machine
+        acc = machine.acc
+        has_text = bool(acc.text_parts or acc.refusal_parts or acc.slots)
+        return phase_of(machine.state.value, has_text, bool(acc.reasoning_parts))
+
+    def _stall(self, number: int, phase: str, seconds: float, fire_at: float) -> list[Any]:
+        """WD-10: attempt `number` stalls at `fire_at`, `seconds` into its silence in `phase`."""
+        self.stalls.append({"attempt": number, "t": round(fire_at, 6), "phase": phase, "deadline": seconds})
+        self.notes.append(
+            f"attempt {number} would have stalled at t={fire_at:.3f} s: nothing moved the answer for "
+            f"{seconds:g} s in phase {phase}"
+        )
+        return self._feed_at(StaleTimeout(seconds, phase, "progress"), fire_at)
 
     def _play_fallback(self) -> list[Any]:
         recorded = self.seg.fallback

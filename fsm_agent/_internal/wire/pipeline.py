@@ -57,6 +57,7 @@ def parse_json_payload(data: str) -> Any:
 
 
 class WirePipeline:
+    bytes_are_progress = False  # WD-6: an event stream's progress is its events (a read is liveness)
     __slots__ = (
         "_decoder",
         "_max_bytes",
@@ -212,6 +213,8 @@ class JsonBodyPipeline:
     """
 
     __slots__ = ("_as_finished", "_decoder", "_max_bytes", "_parts", "active", "bytes_read", "done")
+    keepalives = 0  # a body has none
+    bytes_are_progress = True  # WD-6: its bytes are the answer itself
 
     def __init__(self, as_finished: Callable[[Any], Any], *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self._as_finished = as_finished
