@@ -50,7 +50,16 @@ class Activity:
 
 
 class Callbacks:
-    __slots__ = ("_activity", "_reasoning", "_status", "_text", "_tool_args", "_tool_call", "activity")
+    __slots__ = (
+        "_activity",
+        "_library_text",
+        "_reasoning",
+        "_status",
+        "_text",
+        "_tool_args",
+        "_tool_call",
+        "activity",
+    )
 
     def __init__(
         self,
@@ -60,8 +69,13 @@ class Callbacks:
         on_status: Callable[[str], Any] | None = None,
         on_activity: Callable[[str], Any] | None = None,
         on_tool_args: Callable[[int, str, Any], Any] | None = None,
+        *,
+        on_library_text: Callable[[str], Any] | None = None,
     ) -> None:
         self._text = on_text
+        # WR-3: the library's own text (markers, warnings) to a consumer that tells it apart;
+        # without one it is on_text's, as any text (CB-1).
+        self._library_text = on_library_text if on_library_text is not None else on_text
         self._tool_args = on_tool_args
         self._reasoning = on_reasoning
         self._tool_call = on_tool_call
@@ -89,6 +103,8 @@ class Callbacks:
                     return self._tool_args(out.index, out.name, out.value)
             elif kind is Activity and self._activity is not None:
                 return self._safe_activity(out.kind)
+            elif kind is act.LibraryText and self._library_text is not None:
+                return self._library_text(out.text)
         except Exception as exc:
             raise CallbackError(exc) from exc
         return None
