@@ -76,6 +76,11 @@ class _Meta:
         machine = self.machine
         return None if machine is None else machine.acc.model
 
+    @property
+    def usage(self) -> Any:
+        machine = self.machine
+        return None if machine is None else machine.acc.usage
+
 
 def _call(
     target: Any,
