@@ -43,7 +43,7 @@ class AnthropicTranslator:
         meta = self._meta
         usage = meta.usage
         cached = (usage.cached_tokens or 0) if usage is not None else 0
-        message = {
+        message: dict[str, Any] = {
             "id": meta.response_id or "msg_fsm",
             "type": "message",
             "role": "assistant",

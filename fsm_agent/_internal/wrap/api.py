@@ -65,10 +65,10 @@ def wrap(
 
         return WrappedAnthropic(client, runner)
     if kind == "bedrock":
-        from .bedrock_client import WrappedBedrock
+        from .bedrock import WrappedBedrock
 
         return WrappedBedrock(client, runner)
-    from .gemini_client import WrappedGemini
+    from .gemini import WrappedGemini
 
     return WrappedGemini(client, runner)
 
