@@ -21,6 +21,7 @@ spy = helpers.spy
 
 CALL = ScriptedToolCall("read", '{"path": "a.txt"}')
 PARAMS = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
+RECOVERED = ["text", "tool_call", "marker", "status", "text", "tool_call", "tool_args", "final"]
 LONG = Scenario.build("word " * 400, frame_delay=0.002)
 
 
