@@ -276,7 +276,7 @@ def test_bedrock_converse_stream_gives_its_dict_and_event_dicts(emulator: Emulat
     assert set(answer) == {"stream", "ResponseMetadata"}
     events = list(answer["stream"])
     assert bedrock_digest(events) == bedrock_digest(expected)
-    assert [next(iter(e)) for e in events][0] == "messageStart" and "metadata" in events[-1]
+    assert next(iter(events[0])) == "messageStart" and "metadata" in events[-1]
     assert answer["stream"].fsm_result.tool_calls[0].name == "read"
     close_client(bare)
 
@@ -307,7 +307,7 @@ def test_gemini_generate_content_stream_sync_and_async(emulator: Emulator) -> No
     bare.close()
 
 
-# -- what the library adds, and what it leaves alone (WR-2, WR-4) ----------------------------------------------
+# -- what the library adds, and what it leaves alone (WR-2, WR-4) ---------------------------------------
 def test_a_drop_mid_tool_call_shows_the_marker_once_and_the_call_whole(emulator: Emulator) -> None:
     wrapped = fsm_agent.wrap(oai(emulator), session())
     emulator.script(DROPPED, ANSWER)
