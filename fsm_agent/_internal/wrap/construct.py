@@ -12,15 +12,23 @@ it uses `model_construct` from then on (slower, still equal). Never performs I/O
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
-
-import pydantic
 
 __all__ = ["Builder"]
 
 _set = object.__setattr__
-_model_construct = pydantic.BaseModel.model_construct.__func__  # type: ignore[attr-defined]
 _IMMUTABLE = (type(None), str, int, float, bool, tuple, frozenset)
+
+
+def _pydantic_construct(cls: type[Any]) -> Callable[..., Any]:
+    """pydantic's own `model_construct` (the SDKs' base classes override it with a slower one),
+    found on the class itself: pydantic comes with each SDK, not with fsm_agent."""
+    for base in cls.__mro__:
+        if base.__name__ == "BaseModel" and base.__module__.startswith("pydantic"):
+            construct: Callable[..., Any] = base.__dict__["model_construct"].__func__
+            return construct
+    raise TypeError(f"{cls.__name__} is not a pydantic model")
 
 
 def _layout(obj: Any) -> tuple[Any, ...]:
@@ -30,11 +38,22 @@ def _layout(obj: Any) -> tuple[Any, ...]:
 class Builder:
     """Builds instances of one pydantic model class, as `model_construct(**values)` would."""
 
-    __slots__ = ("_checked", "_cls", "_defaults", "_extra", "_fields", "_mutable", "_private", "fast")
+    __slots__ = (
+        "_checked",
+        "_cls",
+        "_construct",
+        "_defaults",
+        "_extra",
+        "_fields",
+        "_mutable",
+        "_private",
+        "fast",
+    )
 
     def __init__(self, cls: type[Any]) -> None:
         self._cls = cls
-        probe = _model_construct(cls)
+        self._construct = _pydantic_construct(cls)
+        probe = self._construct(cls)
         self._defaults: dict[str, Any] = dict(probe.__dict__)
         self._mutable = tuple(k for k, v in self._defaults.items() if not isinstance(v, _IMMUTABLE))
         self._extra = probe.__pydantic_extra__  # None: the model keeps no extra fields
@@ -47,7 +66,7 @@ class Builder:
         if not self._checked:
             return self._first(values)
         if not self.fast:
-            return _model_construct(self._cls, **values)
+            return self._construct(self._cls, **values)
         return self._build(values)
 
     def _build(self, values: dict[str, Any]) -> Any:
@@ -72,7 +91,7 @@ class Builder:
 
     def _first(self, values: dict[str, Any]) -> Any:
         self._checked = True
-        expected = _model_construct(self._cls, **values)
+        expected = self._construct(self._cls, **values)
         try:
             built = self._build(values)
             self.fast = _layout(built) == _layout(expected) and built == expected
