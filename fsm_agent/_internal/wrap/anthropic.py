@@ -130,11 +130,10 @@ class AnthropicTranslator:
         stop = result.provider_data.get("stop_reason") if not result.stub else None
         if not isinstance(stop, str):
             stop = _STOP.get(result.finish_reason or "stop", "end_turn")
-        usage = result.usage
         message_delta: dict[str, Any] = {
             "type": "message_delta",
             "delta": {"stop_reason": stop, "stop_sequence": result.provider_data.get("stop_sequence")},
-            "usage": {"output_tokens": (usage.output_tokens or 0) if usage is not None else 0},
+            "usage": self._final_usage(result),
         }
         note = incomplete_note(result)
         if note is not None:
@@ -142,6 +141,24 @@ class AnthropicTranslator:
         out.append(message_delta)
         out.append({"type": "message_stop"})
         return out
+
+    @staticmethod
+    def _final_usage(result: StreamResult) -> dict[str, Any]:
+        """The counts of the last `message_delta`: cumulative, as the API's are, so they also say
+        the input counts that `message_start` may not have known yet (the stream had only begun)."""
+        usage = result.usage
+        if usage is None:
+            return {"output_tokens": 0}
+        cached = usage.cached_tokens or 0
+        written = result.provider_data.get("cache_creation_input_tokens") or 0
+        counts: dict[str, Any] = {
+            "input_tokens": (usage.input_tokens or 0) - cached - written,
+            "cache_read_input_tokens": cached,
+            "output_tokens": usage.output_tokens or 0,
+        }
+        if written:
+            counts["cache_creation_input_tokens"] = written
+        return counts
 
 
 class AnthropicObjects:

@@ -21,21 +21,45 @@ __all__ = ["AsyncWrappedStream", "ResponseView", "WrappedStream"]
 
 
 class ResponseView:
-    """Where the SDK's stream keeps its HTTP response: closing it closes the wrapped stream."""
+    """Where the SDK's stream keeps its HTTP response: closing it ends the request. It holds the
+    request's events, not the stream (no cycle: a dropped stream is freed, and its request ended,
+    at once)."""
 
-    __slots__ = ("_stream",)
+    __slots__ = ("_events",)
 
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
+    def __init__(self, events: Any) -> None:
+        self._events = events
 
     headers: dict[str, str] = {}  # noqa: RUF012  # read-only: the attempts' headers are the session's
     status_code = 200
 
     def close(self) -> None:
-        self._stream._events.close()
+        self._events.close()
 
     async def aclose(self) -> None:
-        await self._stream._events.aclose()
+        await self._events.aclose()
+
+
+def _produce(events: EventStream, objects: Any) -> Generator[Any, None, None]:
+    """The SDK's objects of a request's events (the API's translator and builder)."""
+    text, build, translate = objects.text, objects.build, objects.translator.event
+    for event in events:
+        if type(event) is TextEvent:
+            yield from text(event.text)
+        else:
+            for payload in translate(event):
+                yield build(payload)
+
+
+async def _aproduce(events: AsyncEventStream, objects: Any) -> AsyncGenerator[Any, None]:
+    text, build, translate = objects.text, objects.build, objects.translator.event
+    async for event in events:
+        if type(event) is TextEvent:
+            for item in text(event.text):
+                yield item
+        else:
+            for payload in translate(event):
+                yield build(payload)
 
 
 class WrappedStream:
@@ -44,18 +68,8 @@ class WrappedStream:
     def __init__(self, events: EventStream, objects: Any) -> None:
         self._events = events
         self._objects = objects
-        self._iterator = self._produce()
-        self.response = ResponseView(self)
-
-    def _produce(self) -> Generator[Any, None, None]:
-        objects = self._objects
-        text, build, translate = objects.text, objects.build, objects.translator.event
-        for event in self._events:
-            if type(event) is TextEvent:
-                yield from text(event.text)
-            else:
-                for payload in translate(event):
-                    yield build(payload)
+        self._iterator = _produce(events, objects)  # not a method: no cycle through `self`
+        self.response = ResponseView(events)
 
     def __iter__(self) -> Iterator[Any]:
         return self._iterator
@@ -85,19 +99,8 @@ class AsyncWrappedStream:
     def __init__(self, events: AsyncEventStream, objects: Any) -> None:
         self._events = events
         self._objects = objects
-        self._iterator = self._produce()
-        self.response = ResponseView(self)
-
-    async def _produce(self) -> AsyncGenerator[Any, None]:
-        objects = self._objects
-        text, build, translate = objects.text, objects.build, objects.translator.event
-        async for event in self._events:
-            if type(event) is TextEvent:
-                for item in text(event.text):
-                    yield item
-            else:
-                for payload in translate(event):
-                    yield build(payload)
+        self._iterator = _aproduce(events, objects)
+        self.response = ResponseView(events)
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._iterator
