@@ -99,15 +99,16 @@ class MarkerEvent(StreamEvent):
 
 
 class ResetEvent(StreamEvent):
-    """The text shown so far is withdrawn and the answer starts again (RC-4, the recovery after
-    visible output): a consumer that shows the answer clears what it showed. `reason` says why."""
+    """The text shown so far is withdrawn and a whole new answer follows (RC-4, the recovery that
+    restarts the answer): a consumer that shows the answer clears what it showed. `shown` is the
+    text withdrawn."""
 
-    __slots__ = ("reason",)
+    __slots__ = ("shown",)
     kind = "reset"
-    reason: str
+    shown: str
 
-    def __init__(self, reason: str) -> None:
-        set_field(self, "reason", reason)
+    def __init__(self, shown: str) -> None:
+        set_field(self, "shown", shown)
 
 
 class StatusEvent(StreamEvent):

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from ..drivers.callbacks import _CALLBACK_NAMES as CALLBACK_NAMES
 from ..effects import RECONNECT_MARKER, switch_marker
 from ..request_flow import Call, Kind, aperform, perform, request_steps
 from ..result import StreamResult
@@ -34,6 +35,7 @@ from .events import (
     FinalEvent,
     MarkerEvent,
     ReasoningEvent,
+    ResetEvent,
     StatusEvent,
     StreamEvent,
     TextEvent,
@@ -91,15 +93,19 @@ def _call(
     interrupt: threading.Event | None,
     tool_args: bool,
 ) -> Call:
-    """The request's `Call`: every delivery made an event and handed to `put`."""
-    callbacks = (
-        lambda text: put(TextEvent(text)),
-        lambda text: put(ReasoningEvent(text)),
-        lambda index, name: put(ToolCallStartedEvent(index, name)),
-        lambda message: put(StatusEvent(message)),
-        None,
-        (lambda index, name, value: put(ToolArgsEvent(index, name, value))) if tool_args else None,
-    )
+    """The request's `Call`: every delivery made an event and handed to `put`. The callbacks go
+    by name, in the order the driver's `Callbacks` take them, so a callback the driver learns
+    (`on_reset`, RC-4) is the iterator's as soon as it exists there."""
+    given: dict[str, Any] = dict.fromkeys(CALLBACK_NAMES)
+    given["on_text"] = lambda text: put(TextEvent(text))
+    given["on_reasoning"] = lambda text: put(ReasoningEvent(text))
+    given["on_tool_call"] = lambda index, name: put(ToolCallStartedEvent(index, name))
+    given["on_status"] = lambda message: put(StatusEvent(message))
+    if tool_args:
+        given["on_tool_args"] = lambda index, name, value: put(ToolArgsEvent(index, name, value))
+    if "on_reset" in given:
+        given["on_reset"] = lambda shown: put(ResetEvent(shown))
+    callbacks = tuple(given[name] for name in CALLBACK_NAMES)
     call = Call(target, params, api, callbacks, interrupt)
     call.on_library_text = lambda text: put(MarkerEvent(text, text.startswith(_RESTART_PREFIX)))
     call.on_machine = meta.bind

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..iterate.events import FinalEvent, MarkerEvent, ReasoningEvent, TextEvent
+from ..iterate.events import FinalEvent, MarkerEvent, ReasoningEvent, ResetEvent, TextEvent
 from ..result import StreamResult
 from .construct import Builder
 from .openai_chat import incomplete_note
@@ -89,11 +89,8 @@ class AnthropicTranslator:
 
     def event(self, event: Any) -> list[dict[str, Any]]:
         kind = type(event)
-        if kind is TextEvent or kind is MarkerEvent:
-            if kind is TextEvent:
-                pieces = self.gate.text(event.text)
-            else:
-                pieces = self.gate.marker(event.text, event.restarts)
+        if kind is TextEvent or kind is MarkerEvent or kind is ResetEvent:
+            pieces = self.gate.text(event.text) if kind is TextEvent else self.gate.library(event)
             if not pieces:
                 return []
             out = self._block("text")

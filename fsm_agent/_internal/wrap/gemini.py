@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..iterate.events import FinalEvent, MarkerEvent, ReasoningEvent, TextEvent
+from ..iterate.events import FinalEvent, MarkerEvent, ReasoningEvent, ResetEvent, TextEvent
 from ..result import StreamResult
 from .clients import Forward, Runner, call_params
 from .openai_chat import incomplete_note
@@ -47,8 +47,8 @@ class GeminiTranslator:
         kind = type(event)
         if kind is TextEvent:
             return [self.response([{"text": piece}]) for piece in self.gate.text(event.text)]
-        if kind is MarkerEvent:
-            return [self.response([{"text": p}]) for p in self.gate.marker(event.text, event.restarts)]
+        if kind is MarkerEvent or kind is ResetEvent:
+            return [self.response([{"text": p}]) for p in self.gate.library(event)]
         if kind is ReasoningEvent:
             return [self.response([{"text": event.text, "thought": True}])]
         if kind is FinalEvent:

@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any
 
-from ..iterate.events import FinalEvent, MarkerEvent, ReasoningEvent, TextEvent
+from ..iterate.events import FinalEvent, MarkerEvent, ReasoningEvent, ResetEvent, TextEvent
 from ..result import StreamResult
 from .construct import Builder
 from .text_gate import TextGate
@@ -81,8 +81,8 @@ class ChatTranslator:
             return [self.chunk({"content": piece}) for piece in self.gate.text(event.text)]
         if kind is ReasoningEvent:
             return [self.chunk({"reasoning_content": event.text})]
-        if kind is MarkerEvent:
-            return [self.chunk({"content": piece}) for piece in self.gate.marker(event.text, event.restarts)]
+        if kind is MarkerEvent or kind is ResetEvent:
+            return [self.chunk({"content": piece}) for piece in self.gate.library(event)]
         if kind is FinalEvent:
             return self.final(event.result)
         return []  # tool calls are sent whole at the end; statuses are the session's

@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any
 
-from ..iterate.events import FinalEvent, MarkerEvent, ReasoningEvent, TextEvent
+from ..iterate.events import FinalEvent, MarkerEvent, ReasoningEvent, ResetEvent, TextEvent
 from ..result import StreamResult, built
 from .construct import Builder
 from .openai_chat import incomplete_note
@@ -160,11 +160,8 @@ class ResponsesTranslator:
     # -- events ---------------------------------------------------------------------------------------
     def event(self, event: Any) -> list[dict[str, Any]]:
         kind = type(event)
-        if kind is TextEvent or kind is MarkerEvent:
-            if kind is TextEvent:
-                pieces = self.gate.text(event.text)
-            else:
-                pieces = self.gate.marker(event.text, event.restarts)
+        if kind is TextEvent or kind is MarkerEvent or kind is ResetEvent:
+            pieces = self.gate.text(event.text) if kind is TextEvent else self.gate.library(event)
             if not pieces:
                 return []
             out = self._open_item("message")

@@ -10,7 +10,15 @@ sees the marker line and the new answer, as on_text does). Pure: never performs 
 
 from __future__ import annotations
 
-__all__ = ["TextGate"]
+from typing import Any
+
+from ..iterate.events import ResetEvent
+
+__all__ = ["RESET_LINE", "TextGate"]
+
+# What a wrapped stream sends when the answer restarts (RC-4): its text cannot be withdrawn from
+# the caller, so it says so, and the new answer follows.
+RESET_LINE = "\n\n[connection lost; restarting the answer…]\n\n"
 
 
 class TextGate:
@@ -41,6 +49,12 @@ class TextGate:
         self._replay, self._held = None, []
         self._shown = list(pieces)
         return pieces
+
+    def library(self, event: Any) -> list[str]:
+        """The pieces to pass on for a `MarkerEvent` or a `ResetEvent` (a restart, said once)."""
+        if type(event) is ResetEvent:
+            return self.marker(RESET_LINE, True)
+        return self.marker(event.text, event.restarts)
 
     def marker(self, text: str, restarts: bool) -> list[str]:
         """The pieces to pass on for the library's own `text`."""
