@@ -32,7 +32,8 @@ from .trace.sinks import resolve_sink
 from .wire.pipeline import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
-    from .iterate.run import AsyncEventStream, EventStream
+    from .iterate.arun import AsyncEventStream
+    from .iterate.run import EventStream
 
 __all__ = ["RequestPlan", "Session"]
 
@@ -319,7 +320,7 @@ class Session:
     ) -> AsyncEventStream:
         """`astream()` as an `async for` loop: the events of `iter()` (WR-3). Stopping early
         (`aclose()`, an `async with` block, cancelling the consumer's task) ends the request."""
-        from .iterate.run import AsyncEventStream
+        from .iterate.arun import AsyncEventStream
 
         return AsyncEventStream(self, client_or_factory, params, api)
 

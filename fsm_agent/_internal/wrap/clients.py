@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..iterate.run import AsyncEventStream, EventStream
+from ..iterate.arun import AsyncEventStream
+from ..iterate.run import EventStream
 from ..routes import Route
 from ..session import Session
 from .streams import AsyncWrappedStream, WrappedStream

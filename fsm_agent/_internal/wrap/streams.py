@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from typing import Any
 
+from ..iterate.arun import AsyncEventStream
 from ..iterate.events import TextEvent
-from ..iterate.run import AsyncEventStream, EventStream
+from ..iterate.run import EventStream
 from ..result import StreamResult
 
 __all__ = ["AsyncWrappedStream", "ResponseView", "WrappedStream"]
