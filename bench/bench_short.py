@@ -447,13 +447,17 @@ def per_event_row(rounds: int) -> None:
         client = openai_client(body, retries=0, per_read="event")
         session = fsm_agent.Session()
         run = ours(session, client, params, scenario)
-        blocks = [block for block in body.split(b"\n\n") if block and block != b"data: [DONE]"]
+        reads = pieces(body, "event")
 
-        def floor(blocks: list[bytes] = blocks) -> None:
-            for block in blocks:
-                json.loads(block[block.index(b"data: ") + 6 :])
+        def floor(reads: list[bytes] = reads) -> None:
+            # The least a reader of these reads must do: split each into its blocks, as it comes,
+            # and decode each block's data (the split is timed too, as the row's label says).
+            for read in reads:
+                for block in read.split(b"\n\n"):
+                    if block and block != b"data: [DONE]":
+                        json.loads(block[block.index(b"data: ") + 6 :])
 
-        check(len(blocks) > 4000, "body")
+        check(len(reads) > 4000, "body")
         s = interleaved({"ours": run, "floor": floor}, rounds, 1)
         row(
             f"per event, {name}, one event per read ({frames} frames), / floor",

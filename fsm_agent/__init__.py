@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
         ToolArgsEvent,
         ToolCallStartedEvent,
     )
+    from ._internal.recovery import Recovery
     from ._internal.result import Choice, StreamResult, ToolCall, Usage
     from ._internal.routes import Route
     from ._internal.session import Session
@@ -75,6 +76,7 @@ _WHERE: dict[str, str] = {
     "ProviderStreamError": "._internal.errors",
     "ProviderUnresponsiveError": "._internal.errors",
     "ReplayMismatch": "._internal.errors",
+    "Recovery": "._internal.recovery",
     "RedisHealth": "._internal.health_redis",
     "ReplayReport": "._internal.trace.report",
     "Route": "._internal.routes",
@@ -120,6 +122,7 @@ __all__ = [
     "ProviderStreamError",
     "ProviderUnresponsiveError",
     "ReasoningEvent",
+    "Recovery",
     "RedisHealth",
     "ReplayMismatch",
     "ReplayReport",

@@ -32,6 +32,18 @@ def bedrock_client(emu: Emulator) -> Any:
     )
 
 
+def bedrock_client_without_retries(emu: Emulator) -> Any:
+    """A boto3 `bedrock-runtime` client on `emu` that never retries by itself (one request per call)."""
+    return boto3.client(
+        "bedrock-runtime",
+        endpoint_url=emu.bedrock_endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=botocore.config.Config(retries={"total_max_attempts": 1}),
+    )
+
+
 def close_client(client: Any) -> None:
     """Close a client of any API; boto3's idle pooled sockets too (its close() keeps them)."""
     manager = getattr(getattr(getattr(client, "_endpoint", None), "http_session", None), "_manager", None)

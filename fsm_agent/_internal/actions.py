@@ -24,6 +24,7 @@ __all__ = [
     "Output",
     "Raise",
     "Remember",
+    "Reset",
     "RunFallback",
     "Status",
     "ToolArgs",
@@ -59,15 +60,29 @@ class ToolArgs(Frozen):
 
 
 class OpenAttempt(Frozen):
-    __slots__ = ("attempt", "buffer_tool_input", "stream_options")
+    """Open an attempt; `prefill` (RC-3): the shown text the endpoint is asked to continue;
+    `resume` (RC-2): read the stored response `(id, cursor)` from after event `cursor` instead."""
+
+    __slots__ = ("attempt", "buffer_tool_input", "prefill", "resume", "stream_options")
     attempt: int
     stream_options: bool
     buffer_tool_input: bool
+    prefill: str | None
+    resume: tuple[str, int] | None
 
-    def __init__(self, attempt: int, stream_options: bool, buffer_tool_input: bool) -> None:
+    def __init__(
+        self,
+        attempt: int,
+        stream_options: bool,
+        buffer_tool_input: bool,
+        prefill: str | None = None,
+        resume: tuple[str, int] | None = None,
+    ) -> None:
         set_field(self, "attempt", attempt)
         set_field(self, "stream_options", stream_options)
         set_field(self, "buffer_tool_input", buffer_tool_input)
+        set_field(self, "prefill", prefill)
+        set_field(self, "resume", resume)
 
 
 class CloseAttempt(Frozen):
@@ -90,6 +105,17 @@ class DeliverText(Frozen):
         set_field(self, "text", text)
 
 
+class Reset(Frozen):
+    """RC-4: the shown text is withdrawn before a whole new answer: `on_reset(shown)`, or, with
+    no on_reset, the "restarting" marker line to on_text (`callbacks.Callbacks.deliver`)."""
+
+    __slots__ = ("shown",)
+    shown: str
+
+    def __init__(self, shown: str) -> None:
+        set_field(self, "shown", shown)
+
+
 # -- issue 27 (WR-2, WR-3): the library's own text told apart from the model's ------------------------
 class LibraryText(TextDelta):
     """A `DeliverText` as the driver delivers it: a `TextDelta` (so on_text, and whatever counts
@@ -109,7 +135,8 @@ class Status(Frozen):
 
 class Remember(Frozen):
     """Update the endpoint's health (HL-1): `stream_options_unsupported`, `streaming_disabled`,
-    `stall`, `success`, or `cooldown` for `seconds` from now (BO-6)."""
+    `stall`, `failure` (another failed attempt of a transient kind, RC-9), `success`, or
+    `cooldown` for `seconds` from now (BO-6)."""
 
     __slots__ = ("fact", "seconds")
     fact: str
@@ -177,6 +204,7 @@ Action: TypeAlias = (
     | OpenAttempt
     | CloseAttempt
     | DeliverText
+    | Reset
     | Status
     | Remember
     | Wait

@@ -14,9 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 from . import actions as act
 from .accumulator import Accumulator
-from .errors import ErrorKind, MachineError, ProviderUnresponsiveError, status_of
+from .errors import (
+    ErrorKind,
+    IncompleteStreamError,
+    MachineError,
+    ProviderStreamError,
+    ProviderUnresponsiveError,
+    StreamStalledError,
+    status_of,
+)
 from .redact import error_text, redact_value
-from .result import StreamResult
+from .result import StreamResult, Usage
 
 if TYPE_CHECKING:
     from .request import RequestMachine
@@ -60,17 +68,41 @@ def error_summary(error: BaseException | None) -> dict[str, Any] | None:
 
 # -- attempts ---------------------------------------------------------------------------------------
 def open_attempt(m: RequestMachine) -> tuple[act.Action, ...]:
-    """A new attempt: its facts and its tool calls start afresh."""
+    """A new attempt: its facts and its tool calls start afresh. RC-10: what the attempt before
+    it cost is kept apart first. RC-3: a continuation starts from the text already shown, which
+    it asks the endpoint to continue (a prefill)."""
     ctx = m.ctx
+    if ctx.attempt > 0:
+        m.attempt_usage.append(attempt_cost(m))
     ctx.new_attempt()
     m.acc = Accumulator(m.watch_tool_args)
+    resume = ctx.resume_from
+    if ctx.prefill is not None:
+        m.acc.text_parts.append(ctx.prefill)
+        ctx.seam = ctx.prefill if resume is None else None  # RC-2: a resumed stream has no seam
+    if resume is not None:
+        m.acc.response_id = resume[0]
     return (
         act.OpenAttempt(
             ctx.attempt,
             stream_options=not ctx.stream_options_unsupported,
             buffer_tool_input=ctx.buffer_tool_input,
+            prefill=ctx.prefill if resume is None else None,
+            resume=resume,
         ),
     )
+
+
+def attempt_cost(m: RequestMachine) -> Usage:
+    """RC-10: the current attempt's usage: the provider's, else an estimate from what it delivered
+    (about four characters a token; a continuation's own text only, not the prefill it carried)."""
+    usage = m.acc.usage
+    if usage is not None:
+        return usage
+    ctx = m.ctx
+    chars = ctx.delivered_chars + len(m.acc.reasoning_parts.join())
+    tokens = (chars + 3) // 4
+    return Usage(output_tokens=tokens, total_tokens=tokens, estimated=True)
 
 
 def close(m: RequestMachine) -> tuple[act.Action, ...]:
@@ -143,6 +175,8 @@ def wait(m: RequestMachine) -> tuple[act.Action, ...]:
 def keep_stub(m: RequestMachine) -> tuple[act.Action, ...]:
     """RES-4: the answer is what the user saw (ACC-10: with the usage counted before the error)."""
     acc = m.acc
+    # RC-3: a continuation that failed does not mask the error that lost the text first
+    error = m.ctx.lost_error if m.ctx.lost_error is not None else m.ctx.error
     m.result = StreamResult(
         content=acc.text().strip(),
         finish_reason="length",
@@ -150,11 +184,22 @@ def keep_stub(m: RequestMachine) -> tuple[act.Action, ...]:
         model=acc.model,
         id=acc.response_id,
         reasoning=acc.reasoning_parts.join() or None,
-        usage=acc.usage,
+        usage=attempt_cost(m),  # RC-10: estimated when the provider sent none
         provider_data=dict(acc.provider_data),
-        error=error_summary(m.ctx.error),
+        error=error_summary(error),
+        incomplete=True,  # RC-6
+        stub_reason=_stub_reason(error),
     )
     return ()
+
+
+def _stub_reason(error: BaseException | None) -> str:
+    """RC-6: the stub's reason, named by the error that lost the text (a label, not a decision)."""
+    if isinstance(error, StreamStalledError):
+        return "stalled"
+    if isinstance(error, ProviderStreamError):
+        return "provider_error"
+    return "cut"
 
 
 def warn_dropped_tools(m: RequestMachine) -> tuple[act.Action, ...]:
@@ -165,6 +210,7 @@ def warn_dropped_tools(m: RequestMachine) -> tuple[act.Action, ...]:
     warning = dropped_tool_warning(names)
     result.content = (result.content or "") + warning
     result.dropped_tool_names = names
+    result.stub_reason = "tool_dropped"  # RC-6
     return (act.DeliverText(warning),)
 
 
@@ -180,7 +226,7 @@ def _next_route(m: RequestMachine) -> str:
 def say_skip_breaker(m: RequestMachine) -> tuple[act.Action, ...]:
     """RT-1: the route is skipped without a request: its breaker is open."""
     ctx = m.ctx
-    why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} stalled requests in a row)"
+    why = f"{ctx.route_name}'s breaker is open ({ctx.stale_streak} failed attempts in a row)"
     return (act.Status(f"switching to {_next_route(m)}: {why}"),)
 
 
@@ -264,19 +310,26 @@ def finish(m: RequestMachine) -> tuple[act.Action, ...]:
     """Hand the answer over, with the request's attempts, records and route."""
     result = m.result
     assert result is not None  # built by build_result or keep_stub
+    _hand_over(m, result)
+    return (act.Finish(result),)
+
+
+def _hand_over(m: RequestMachine, result: StreamResult) -> None:
+    """The request's facts on its result: attempts, the raw response, records, route, and what
+    the attempts that did not answer cost (RC-10)."""
     result.attempts = m.ctx.attempt
     if m.raw_response is not None:
         result.raw = m.raw_response
     result.records = m.records
     result.route = m.ctx.route_name
-    return (act.Finish(result),)
+    result.attempt_usage = list(m.attempt_usage)
 
 
 def breaker_error(m: RequestMachine) -> tuple[act.Action, ...]:
     """WD-3 / BO-7: the breaker is open: the request fails without connecting."""
     ctx = m.ctx
     ctx.error = ProviderUnresponsiveError(
-        f"provider unresponsive: {ctx.stale_streak} consecutive stalled requests "
+        f"provider unresponsive: {ctx.stale_streak} consecutive failed attempts "
         f"(stale_giveup={ctx.stale_giveup}); not connecting",
         retry_at=ctx.breaker_retry_at,
     )
@@ -305,6 +358,108 @@ def raise_error(m: RequestMachine) -> tuple[act.Action, ...]:
     if error is None:  # pragma: no cover - every path to FAILED sets an error
         error = MachineError("failed without an error")
     return (act.Raise(error),)
+
+
+# -- issue 25b: the recovery ladder (RC-1..RC-6) ------------------------------------------------------
+def begin_continue(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-3: the next attempt continues the text shown so far (the error that lost it is kept)."""
+    ctx = m.ctx
+    ctx.prefill = m.acc.text()
+    if ctx.lost_error is None:
+        ctx.lost_error = ctx.error
+    return ()
+
+
+def begin_resume(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-2: the next attempt reads the stored response from after the last event read."""
+    ctx = m.ctx
+    assert ctx.resume_id is not None and ctx.resume_cursor is not None  # resume_here held
+    ctx.resume_from = (ctx.resume_id, ctx.resume_cursor)
+    ctx.prefill = m.acc.text()  # what the resumed attempt starts from (no prefill is sent)
+    if ctx.lost_error is None:
+        ctx.lost_error = ctx.error
+    return ()
+
+
+def say_resuming(m: RequestMachine) -> tuple[act.Action, ...]:
+    ctx = m.ctx
+    where = ctx.resume_from[1] if ctx.resume_from is not None else "?"
+    return (act.Status(f"stream lost after text ({type(ctx.error).__name__}); resuming after event {where}"),)
+
+
+def end_resume(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-2: the stored response cannot be read on: the ladder goes on from the shown text."""
+    m.ctx.resume_from = None
+    return ()
+
+
+def say_continuing(m: RequestMachine) -> tuple[act.Action, ...]:
+    ctx = m.ctx
+    return (act.Status(f"stream lost after text ({type(ctx.error).__name__}); continuing the answer"),)
+
+
+def announce_reset(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-4: what was shown is withdrawn before a whole new answer (its first byte comes after)."""
+    ctx = m.ctx
+    shown = m.acc.text()
+    ctx.prefill = ctx.seam = ctx.resume_from = None
+    ctx.lost_error = None
+    return (act.Reset(shown),)
+
+
+def say_restarting(m: RequestMachine) -> tuple[act.Action, ...]:
+    ctx = m.ctx
+    return (act.Status(f"stream lost after text ({type(ctx.error).__name__}); restarting the answer"),)
+
+
+def remember_no_prefill(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-3 / HL-1: the endpoint refused a prefill: not asked again; the session remembers it."""
+    ctx = m.ctx
+    ctx.prefill_refused = True
+    if ctx.route < len(ctx.route_prefill):
+        flags = list(ctx.route_prefill)
+        flags[ctx.route] = False
+        ctx.route_prefill = tuple(flags)
+    return (act.Remember("prefill_refused"),)
+
+
+def incomplete_error(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-5: the ladder ends in `IncompleteStreamError`, carrying the stub (`.result`) and the
+    shown text (`.partial`); its cause is the error that lost the text."""
+    result = m.result
+    assert result is not None  # keep_stub came first
+    _hand_over(m, result)
+    ctx = m.ctx
+    cause = ctx.lost_error if ctx.lost_error is not None else ctx.error
+    error = IncompleteStreamError(
+        f"the answer was lost after visible text ({type(cause).__name__}: {cause}); "
+        f"{len(result.content or '')} characters were shown",
+        partial=result.content or "",
+        result=result,
+    )
+    error.__cause__ = cause
+    ctx.error, ctx.error_kind, ctx.lost_error = error, ErrorKind.PERMANENT, None
+    return ()
+
+
+# -- issue 25a: route-owned errors, first-byte switch, breaker (RC-7, RC-8, RC-9) ------------------
+def say_switching_owned(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-7: the route rejected the request as its own (its model, its key)."""
+    return (act.Status(f"switching to {_next_route(m)}: {_failed_why(m)}; another route may take it"),)
+
+
+def say_switching_first_byte(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-8: the route stalled before its first byte: left at once, its retries unspent."""
+    ctx = m.ctx
+    why = f"{ctx.route_name} sent nothing before the deadline ({type(ctx.error).__name__}: {ctx.error})"
+    return (act.Status(f"switching to {_next_route(m)}: {why}; not retried there"),)
+
+
+def say_switching_breaker(m: RequestMachine) -> tuple[act.Action, ...]:
+    """RC-9: this failure opened the route's breaker: the route is left with its retries unspent."""
+    ctx = m.ctx
+    why = f"{_failed_why(m)}; its breaker is open ({ctx.stale_streak} failed attempts in a row)"
+    return (act.Status(f"switching to {_next_route(m)}: {why}"),)
 
 
 EFFECTS: dict[str, Effect] = {
@@ -342,5 +497,19 @@ EFFECTS: dict[str, Effect] = {
         give_up_hint,
         give_up_spent,
         raise_error,
+        # issue 25b: the recovery ladder
+        begin_resume,
+        say_resuming,
+        end_resume,
+        begin_continue,
+        say_continuing,
+        announce_reset,
+        say_restarting,
+        remember_no_prefill,
+        incomplete_error,
+        # issue 25a (RC-7, RC-8, RC-9)
+        say_switching_owned,
+        say_switching_first_byte,
+        say_switching_breaker,
     )
 }

@@ -5,7 +5,8 @@ reads the endpoint's `EndpointHealth`, takes the half-open breaker's probe when 
 cooldown has passed and no other request holds it (BO-7), and turns the result into the facts the
 machine's context starts from (`StartFacts`: streak, quirks, remaining cooldown, probe). While the
 request runs, the machine's `Remember` actions become `HealthChange`s (`remember`/`aremember`): a
-stall (tripping or re-tripping the breaker at `stale_giveup`), a success (only written when there
+stall or another failed attempt of a transient kind (RC-9; tripping or re-tripping the breaker at
+`stale_giveup`), a success (only written when there
 was something to reset), a learned quirk, a cooldown after a 429/529 with a hint (BO-6). At the end
 (`finish`/`afinish`) a probe that neither succeeded nor stalled is settled: a transient failure
 re-trips the breaker, anything else just frees the probe. A route (RT-) gets a link of its own.
@@ -85,6 +86,7 @@ class StartFacts:
     cooldown_s: float
     breaker_probe: bool
     breaker_retry_at: float | None
+    prefill_refused: bool = False  # RC-3
 
 
 def wall_clock() -> float:
@@ -141,6 +143,7 @@ class EndpointLink:
             cooldown_s=max(0.0, health.cooldown_until - now),
             breaker_probe=self.probe,
             breaker_retry_at=retry_at,
+            prefill_refused=health.prefill_refused,
         )
 
     def begin(self) -> StartFacts:
@@ -163,7 +166,7 @@ class EndpointLink:
     # -- while the request runs ----------------------------------------------------------------------
     def _change(self, action: Remember, now: float) -> HealthChange | None:
         fact = action.fact
-        if fact == "stall":
+        if fact in ("stall", "failure"):  # RC-9: any failed attempt of a transient kind counts
             self._reset_needed = True
             return HealthChange(stall=True, at=now)
         if fact == "success":
@@ -178,6 +181,8 @@ class EndpointLink:
             return HealthChange(stream_options_unsupported=True, at=now)
         if fact == "streaming_disabled":
             return HealthChange(streaming_disabled=True, at=now)
+        if fact == "prefill_refused":  # RC-3
+            return HealthChange(prefill_refused=True, at=now)
         raise ValueError(f"unknown health fact {fact!r}")
 
     def _trip_change(self, health: EndpointHealth, now: float) -> HealthChange | None:

@@ -96,7 +96,17 @@ class EmptyStreamError(FsmAgentError):
 
 class IncompleteStreamError(FsmAgentError):
     """The stream ended with no finish reason, while a tool call was being built or without the
-    provider's end marker: what arrived may be truncated (transient)."""
+    provider's end marker: what arrived may be truncated (transient).
+
+    Raised to the caller by `Recovery(final="raise")` (RC-5) when an answer was lost after
+    visible text: `partial` is the text shown, `result` the stub `StreamResult` (incomplete);
+    `__cause__` is the error that lost it. Both are None when it only ended one attempt.
+    """
+
+    def __init__(self, message: str, *, partial: str | None = None, result: Any = None) -> None:
+        super().__init__(message)
+        self.partial = partial
+        self.result = result
 
 
 class StreamStalledError(FsmAgentError, TimeoutError):
@@ -143,6 +153,9 @@ class ErrorKind(enum.Enum):
     STREAM_OPTIONS_REJECTED = "stream_options_rejected"
     STREAMING_UNSUPPORTED = "streaming_unsupported"
     INTERRUPT = "interrupt"
+    # RC-7: a rejection that belongs to the route's model or key (the prompt does not fit it, the
+    # key cannot use it), recognised by the route's adapter: not retried; the next route may serve
+    ROUTE_OWNED = "route_owned"
 
 
 _TRANSIENT_CLASS_NAMES = frozenset(
@@ -249,6 +262,26 @@ def _transient_in_stream(code: str | None, body: Any) -> bool:
     return is_transient_status(int(code))
 
 
+_RATE_LIMIT_CODES = frozenset(
+    {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "throttlingexception"}
+)
+
+
+def is_rate_limit(exc: BaseException) -> bool:
+    """A rate limit or a busy server's request to hold off (408, 409, 429, or the provider's
+    rate-limit code): the endpoint works, it asks for less (RC-9 does not count it)."""
+    status = status_of(exc)
+    if status in _TRANSIENT_4XX:
+        return True
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and code.lower() in _RATE_LIMIT_CODES:
+        return True
+    kind = provider_error_type(exc)
+    return (kind is not None and kind.lower() in _RATE_LIMIT_CODES) or (
+        aws_error_code(exc).lower() in _RATE_LIMIT_CODES
+    )
+
+
 def is_transient_status(status: int) -> bool:
     """BO-1: an HTTP status worth another attempt."""
     return status in _TRANSIENT_4XX or 500 <= status <= 599
@@ -321,6 +354,8 @@ def sdk_native(exc: BaseException, sdk: Any, base_url: str | None) -> BaseExcept
     `APITimeoutError` for a timeout, its `APIConnectionError` for any other transport failure,
     with `exc` as `__cause__` (section 1). Anything else — our own errors, HTTP status errors,
     errors of an SDK without those classes — is returned unchanged."""
+    if isinstance(exc, IncompleteStreamError) and exc.result is not None and sdk is not None:
+        return _incomplete_native(exc, sdk, base_url)
     keys = _class_keys(exc)
     if sdk is None or not any(mod in _HTTP_LIBRARIES for mod, _ in keys):
         return exc
@@ -341,6 +376,36 @@ def sdk_native(exc: BaseException, sdk: Any, base_url: str | None) -> BaseExcept
         return exc
     native.__cause__ = exc
     return native
+
+
+_INCOMPLETE_CLASSES: dict[type, type] = {}
+
+
+def _incomplete_native(exc: IncompleteStreamError, sdk: Any, base_url: str | None) -> BaseException:
+    """RC-5: `Recovery(final="raise")`'s error, also of the SDK's connection-error family (so an
+    `except openai.APIConnectionError` that handled a dropped stream before still does): an
+    `IncompleteStreamError` subclass of the SDK's `APIConnectionError`, with the same partial
+    text, stub and cause. Unchanged for an SDK without that class."""
+    connection_error = getattr(sdk, "APIConnectionError", None)
+    if not isinstance(connection_error, type) or isinstance(exc, connection_error):
+        return exc
+    cls = _INCOMPLETE_CLASSES.get(connection_error)
+    if cls is None:
+        try:
+            cls = type("IncompleteStreamError", (IncompleteStreamError, connection_error), {})
+        except TypeError:  # an SDK class that cannot be combined: ours stays the truth
+            return exc
+        cls.__module__ = IncompleteStreamError.__module__
+        _INCOMPLETE_CLASSES[connection_error] = cls
+    try:
+        native: Any = Exception.__new__(cls)
+        connection_error.__init__(native, message=str(exc), request=_request_of(exc, base_url))  # type: ignore[misc]
+    except Exception:  # an SDK whose constructor differs
+        return exc
+    native.partial, native.result = exc.partial, exc.result
+    native.__cause__ = exc.__cause__
+    made: BaseException = native
+    return made
 
 
 def _request_of(exc: BaseException, base_url: str | None) -> Any:

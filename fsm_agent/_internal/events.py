@@ -30,6 +30,7 @@ __all__ = [
     "StaleTimeout",
     "Start",
     "StreamEnd",
+    "StreamPosition",
     "TextDelta",
     "ToolCallDelta",
     "ToolCallEnd",
@@ -201,6 +202,17 @@ class ChoiceDelta(Frozen):
         set_field(self, "event", event)
 
 
+class StreamPosition(Frozen):
+    """RC-2: the events of a resumable stream (Responses in background mode) up to
+    `sequence_number` have been read; a lost attempt resumes after it."""
+
+    __slots__ = ("sequence_number",)
+    sequence_number: int
+
+    def __init__(self, sequence_number: int) -> None:
+        set_field(self, "sequence_number", sequence_number)
+
+
 WireEvent = (
     TextDelta
     | ReasoningDelta
@@ -214,6 +226,7 @@ WireEvent = (
     | StreamEnd
     | FinishedResponse
     | ChoiceDelta
+    | StreamPosition
 )
 
 
@@ -233,6 +246,7 @@ class RouteLoaded(Frozen):
         "breaker_retry_at",
         "cooldown_s",
         "index",
+        "prefill_refused",
         "stale_streak",
         "stream_options_unsupported",
         "streaming_disabled",
@@ -244,6 +258,7 @@ class RouteLoaded(Frozen):
     cooldown_s: float  # BO-6: how long that endpoint's cooldown still runs
     breaker_probe: bool  # BO-7: this request holds that endpoint's half-open probe
     breaker_retry_at: float | None  # BO-7: when that endpoint's next probe is allowed
+    prefill_refused: bool  # RC-3: that endpoint refused an assistant prefill before
 
     def __init__(
         self,
@@ -254,8 +269,10 @@ class RouteLoaded(Frozen):
         cooldown_s: float = 0.0,
         breaker_probe: bool = False,
         breaker_retry_at: float | None = None,
+        prefill_refused: bool = False,
     ) -> None:
         set_field(self, "index", index)
+        set_field(self, "prefill_refused", prefill_refused)
         set_field(self, "stale_streak", stale_streak)
         set_field(self, "streaming_disabled", streaming_disabled)
         set_field(self, "stream_options_unsupported", stream_options_unsupported)

@@ -59,9 +59,38 @@ class RequestContext:
     tools_in_flight: int = 0
     finish_seen: bool = False
     fallback_running: bool = False  # the non-streaming fallback request is out (RES-9)
+    # issue 25b, RC-1..RC-5: the recovery ladder's settings (`Recovery`), and its course
+    recover_continue: bool = False  # RC-3: `Recovery(continue_=True)`
+    recover_restart: bool = False  # RC-4: `Recovery(restart=True)`
+    final_raise: bool = False  # RC-5: `Recovery(final="raise")`
+    route_prefill: tuple[bool, ...] = ()  # RC-3: per route, whether its endpoint takes a prefill
+    prefill_refused: bool = False  # RC-3 / HL-1: the current endpoint refused a prefill before
+    prefill: str | None = None  # RC-3: the shown text a continuation in course carries
+    seam: str | None = None  # RC-3: the shown text the attempt's first text delta is checked against
+    lost_error: BaseException | None = None  # RC-3/RC-5: the error that lost the shown text
+    recover_resume: bool = False  # RC-2: `Recovery(resume=True)`
+    resume_cursor: int | None = None  # RC-2: the attempt's last event read, on a resumable stream
+    resume_id: str | None = None  # RC-2: the attempt's response id, on a resumable stream
+    resume_from: tuple[str, int] | None = None  # RC-2: (response id, cursor) a resumed attempt reads
+    # RC-8: the request's retries as the session set them (None: `retries`), each route's own cap
+    # (None: none), and whether this attempt stalled before its first byte (nothing of the answer
+    # arrived: it stalled in `connecting`; a phased watchdog's connect and first-event deadlines
+    # feed the same fact)
+    request_retries: int | None = None
+    route_retries: tuple[int | None, ...] = ()
+    first_byte_stall: bool = False
 
     def __post_init__(self) -> None:
+        if self.request_retries is None:
+            self.request_retries = self.retries
         self.bound_wait()
+        self.bound_retries()
+
+    def bound_retries(self) -> None:
+        """RC-8: the current route's retry budget: the request's, capped by the route's own."""
+        request = self.request_retries if self.request_retries is not None else self.retries
+        cap = self.route_retries[self.route] if self.route < len(self.route_retries) else None
+        self.retries = request if cap is None else min(request, cap)
 
     def bound_wait(self) -> None:
         """BO-3: the longest hint waited out on the current route: the switch bound while another
@@ -76,6 +105,8 @@ class RequestContext:
         self.tools_in_flight = 0
         self.finish_seen = False
         self.fallback_running = False
+        self.resume_cursor = self.resume_id = None
+        self.first_byte_stall = False
         self.error = None
         self.error_kind = None
         self.error_status = None
@@ -88,6 +119,7 @@ class RequestContext:
         """RT-2: the request goes on on route `index`, with a retry budget of its own."""
         self.route = index
         self.bound_wait()
+        self.bound_retries()
         self.retries_used = 0
         self.buffer_tool_input = False
         self.finished_response = None
@@ -127,13 +159,14 @@ class RequestContext:
         inputs.hint_source = self.hint_source
         inputs.wait_s = self.wait_s
         inputs.wait_source = self.wait_source
+        inputs.first_byte_stall = self.first_byte_stall
         return inputs.__dict__
 
 
 class _Inputs:
     """A record's inputs, built as this object's attributes and handed over as its `__dict__`.
 
-    Every request keeps a record per transition, each with these 22 inputs. As a dict literal that
+    Every request keeps a record per transition, each with these 23 inputs. As a dict literal that
     is ~830 bytes (22 keys outgrow the 21 a small hash table holds); the instance dicts of one
     class share one key table, so each is a plain `dict` of ~300 bytes. That is most of a short
     request's own memory when hundreds are in flight. The attributes are always set in the same
@@ -162,6 +195,7 @@ class _Inputs:
     hint_source: str | None
     wait_s: float
     wait_source: str | None
+    first_byte_stall: bool
 
 
 Guard = Callable[[RequestContext], bool]
@@ -259,6 +293,82 @@ def route_refused(ctx: RequestContext) -> bool:
     return ctx.error_kind is ErrorKind.PERMANENT and ctx.error_status in _REFUSED
 
 
+# -- issue 25b: the recovery ladder (RC-1..RC-5) ------------------------------------------------------
+def restart_allowed(ctx: RequestContext) -> bool:
+    """RC-4: the session's ladder may restart the answer (`Recovery(restart=True)`)."""
+    return ctx.recover_restart
+
+
+def _prefills(ctx: RequestContext, route: int) -> bool:
+    return route < len(ctx.route_prefill) and ctx.route_prefill[route]
+
+
+def continue_here(ctx: RequestContext) -> bool:
+    """RC-3: the ladder may continue the shown text, and this route's endpoint takes a prefill
+    (and has not refused one)."""
+    return ctx.recover_continue and _prefills(ctx, ctx.route) and not ctx.prefill_refused
+
+
+def continue_next(ctx: RequestContext) -> bool:
+    """RC-3: the ladder may continue the shown text on the next route, whose endpoint takes a prefill."""
+    return ctx.recover_continue and _prefills(ctx, ctx.route + 1)
+
+
+def continuing(ctx: RequestContext) -> bool:
+    """RC-3: this attempt continues text already shown (it carries a prefill)."""
+    return ctx.prefill is not None
+
+
+def prefill_refused(ctx: RequestContext) -> bool:
+    """RC-3: a continuation was rejected as a malformed request (400/422): the endpoint does not
+    take the prefill."""
+    return (
+        ctx.prefill is not None
+        and ctx.resume_from is None
+        and ctx.error_kind is ErrorKind.PERMANENT
+        and ctx.error_status in (400, 422)
+    )
+
+
+def resume_here(ctx: RequestContext) -> bool:
+    """RC-2: the ladder may resume, the lost stream was resumable (a background response whose id
+    and last event read are known), and it was not itself a resumed one."""
+    return (
+        ctx.recover_resume
+        and ctx.resume_cursor is not None
+        and ctx.resume_id is not None
+        and ctx.resume_from is None
+    )
+
+
+def resuming(ctx: RequestContext) -> bool:
+    """RC-2: this attempt reads a stored response from where the lost one stopped."""
+    return ctx.resume_from is not None
+
+
+def final_raises(ctx: RequestContext) -> bool:
+    """RC-5: the ladder ends in `IncompleteStreamError` rather than a stub (`final="raise"`)."""
+    return ctx.final_raise
+
+
+# -- issue 25a: route-owned errors, first-byte switch, breaker (RC-7, RC-8, RC-9) ------------------
+def route_owned(ctx: RequestContext) -> bool:
+    """RC-7: the route rejected the request as its own (the prompt does not fit its model, its key
+    cannot use the model), as its adapter recognised it: another route may serve it."""
+    return ctx.error_kind is ErrorKind.ROUTE_OWNED
+
+
+def first_byte_stall(ctx: RequestContext) -> bool:
+    """RC-8: the attempt stalled before its first byte (nothing of the answer arrived)."""
+    return ctx.first_byte_stall
+
+
+def breaker_now_open(ctx: RequestContext) -> bool:
+    """RC-9: the endpoint's failed attempts in a row have reached `stale_giveup`: its breaker is
+    open now (this request's own failure tripped it, or re-tripped it as the half-open probe)."""
+    return ctx.stale_giveup > 0 and ctx.stale_streak >= ctx.stale_giveup
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
@@ -280,5 +390,18 @@ GUARDS: dict[str, Guard] = {
         route_refused,
         hint_too_long,
         must_wait,
+        # issue 25b: the recovery ladder
+        restart_allowed,
+        continue_here,
+        continue_next,
+        continuing,
+        prefill_refused,
+        final_raises,
+        resume_here,
+        resuming,
+        # issue 25a (RC-7, RC-8, RC-9)
+        route_owned,
+        first_byte_stall,
+        breaker_now_open,
     )
 }

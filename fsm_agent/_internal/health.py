@@ -56,6 +56,7 @@ class EndpointHealth:
     cooldown_until: float = 0.0  # BO-6: requests wait until then before sending
     stream_options_unsupported: bool = False  # RES-8
     streaming_disabled: bool = False  # RES-9
+    prefill_refused: bool = False  # RC-3: the endpoint refused an assistant prefill
     # HL-1: the original length of each deadline above (0.0: unknown, so not bounded)
     breaker_open_for: float = 0.0
     probe_for: float = 0.0
@@ -67,7 +68,12 @@ class EndpointHealth:
     def expires_at(self, now: float) -> float | None:
         """When nothing in this value matters any more (a store may then forget it); None: keep.
         Quirks and a non-zero streak are kept; a closed breaker and an elapsed cooldown are not."""
-        if self.stream_options_unsupported or self.streaming_disabled or self.stale_streak:
+        if (
+            self.stream_options_unsupported
+            or self.streaming_disabled
+            or self.stale_streak
+            or self.prefill_refused
+        ):
             return None
         latest = max(self.breaker_open_until, self.probe_until, self.cooldown_until)
         return latest if latest > now else now
@@ -80,7 +86,7 @@ _HEALTHY = EndpointHealth()
 class HealthChange:
     """A change to one endpoint's health; fields left at their default change nothing."""
 
-    stall: bool = False  # WD-3: one more stall (the streak grows)
+    stall: bool = False  # WD-3, RC-9: one more failed attempt, a stall or another (the streak grows)
     success: bool = False  # a successful request or stub: streak reset, breaker closed
     breaker_open_until: float | None = None  # trip (or re-trip) the breaker until then
     probe_until: float | None = None  # take (or release, with 0.0) the half-open probe
@@ -93,6 +99,7 @@ class HealthChange:
     cooldown_until: float | None = None  # BO-6: a later cooldown replaces an earlier one
     stream_options_unsupported: bool = False
     streaming_disabled: bool = False
+    prefill_refused: bool = False  # RC-3
 
 
 def _within(until: float, length: float, now: float) -> float:
@@ -164,6 +171,8 @@ def apply(health: EndpointHealth, change: HealthChange, *, bound: bool = True) -
         updated = replace(updated, stream_options_unsupported=True)
     if change.streaming_disabled:
         updated = replace(updated, streaming_disabled=True)
+    if change.prefill_refused:
+        updated = replace(updated, prefill_refused=True)
     return updated
 
 

@@ -71,6 +71,11 @@ class State(enum.Enum):
     DONE = "done"
     FAILED = "failed"
 
+    # A member is its own singleton and compares by identity, so the identity hash is consistent
+    # with equality. Enum's own `__hash__` is a Python function (the hash of the name): the request
+    # asks `state in <set>` once per delta, where that call was the costliest single step.
+    __hash__ = object.__hash__
+
 
 S = State
 
@@ -133,6 +138,30 @@ TABLE: list[Row] = [
     _row("finish", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL), S.FINISHING),
     _row("end", (S.STREAMING_TEXT, S.FINISHING), S.DONE,
          effects=["build_result", "close", "remember_success", "finish"]),
+    # -- issue 25a: route-owned errors, first-byte switch, breaker ----------------------------------
+    # Before the rows below of the same trigger and state: they are tried first. Each leaves a
+    # route that cannot serve while another remains; with none left, the rows below decide as
+    # before (RC-7: the rejection is raised; RC-8, RC-9: the retries go on).
+    # RC-7: the route rejected the request as its own (the prompt does not fit its model, its key
+    # cannot use the model): the next route may take it (amends RT-2)
+    _row("error", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL, S.FALLBACK), S.SWITCHING,
+         ["route_left", "route_owned"], ["has_visible_text"],
+         effects=["say_switching_owned", "close", "load_next_route"]),
+    # RC-8: the attempt stalled before its first byte: leave at once, not after its retries
+    _row("closed", S.STALLED, S.SWITCHING, ["route_left", "first_byte_stall"],
+         effects=["say_switching_first_byte", "close", "load_next_route"]),
+    # RC-9: this failure opened the route's breaker (WD-3, BO-7): nothing visible yet, so leave
+    # now rather than spend the rest of the retries on a dead endpoint
+    _row("error", (S.CONNECTING, S.STREAMING_TEXT, S.STREAMING_TOOL), S.SWITCHING,
+         ["route_left", "is_transient", "breaker_now_open"], ["has_visible_text"],
+         effects=["say_switching_breaker", "close", "load_next_route"]),
+    _row("end", S.CONNECTING, S.SWITCHING, ["route_left", "is_transient", "breaker_now_open"],
+         ["has_visible_text"],
+         effects=["say_switching_breaker", "close", "load_next_route"]),
+    _row("closed", S.STALLED, S.SWITCHING, ["route_left", "is_transient", "breaker_now_open"],
+         ["has_visible_text"],
+         effects=["say_switching_breaker", "close", "load_next_route"]),
+    # -- end of issue 25a ------------------------------------------------------------------------------
     # -- an end with nothing in it: empty (transient), or keepalives only (streaming unsupported) ---
     # (An end cut short of the finish reason is fed as an `error`: IncompleteStreamError.)
     _row("end", S.CONNECTING, S.FALLBACK, ["streaming_unsupported", "fallback_allowed"], ["has_visible_text"],
@@ -156,6 +185,87 @@ TABLE: list[Row] = [
          effects=["remember_no_streaming", "say_falling_back", "close", "run_fallback"]),
     _row("finished_response", S.CONNECTING, S.FAILED,
          effects=["close", "remember_no_streaming", "raise_error"]),
+    # -- issue 25b: the recovery ladder (RC-1..RC-5) ------------------------------------------------
+    # An attempt lost after visible text with no tool call in flight (a transient error while text
+    # streams, or a stall) climbs the session's ladder (`Recovery`), in order: continue the shown
+    # text as a prefill (RC-3) on this route while its retries last, else on the next route; restart
+    # with a reset notice first (RC-4), here, else on the next route. With no step enabled or able
+    # to serve, none of these rows applies and the stub of RES-4/RES-5 below is the final (RC-5).
+    # First of all, resume (RC-2): a stored background response is read on after its last event.
+    _row("error", S.STREAMING_TEXT, S.RETRYING,
+         ["has_visible_text", "is_transient", "resume_here", "budget_left"], ["hint_too_long"],
+         effects=["count_retry", "begin_resume", "say_resuming", "close_then_closed"]),
+    _row("closed", S.STALLED, S.RETRYING,
+         ["has_visible_text", "resume_here", "budget_left"], ["tool_in_flight", "finish_seen"],
+         effects=["count_retry", "begin_resume", "say_resuming", "close_then_closed"]),
+    _row("error", S.STREAMING_TEXT, S.RETRYING,
+         ["has_visible_text", "is_transient", "continue_here", "budget_left"], ["hint_too_long"],
+         effects=["count_retry", "begin_continue", "say_continuing", "close_then_closed"]),
+    _row("error", S.STREAMING_TEXT, S.SWITCHING,
+         ["has_visible_text", "is_transient", "route_left", "continue_next"],
+         effects=["begin_continue", "say_switching", "close", "load_next_route"]),
+    _row("error", S.STREAMING_TEXT, S.RETRYING,
+         ["has_visible_text", "is_transient", "restart_allowed", "budget_left"], ["hint_too_long"],
+         effects=["count_retry", "announce_reset", "say_restarting", "close_then_closed"]),
+    _row("error", S.STREAMING_TEXT, S.SWITCHING,
+         ["has_visible_text", "is_transient", "route_left", "restart_allowed"],
+         effects=["announce_reset", "say_switching", "close", "load_next_route"]),
+    _row("closed", S.STALLED, S.RETRYING,
+         ["has_visible_text", "continue_here", "budget_left"], ["tool_in_flight", "finish_seen"],
+         effects=["count_retry", "begin_continue", "say_continuing", "close_then_closed"]),
+    _row("closed", S.STALLED, S.SWITCHING,
+         ["has_visible_text", "route_left", "continue_next"], ["tool_in_flight", "finish_seen"],
+         effects=["begin_continue", "say_switching", "close", "load_next_route"]),
+    _row("closed", S.STALLED, S.RETRYING,
+         ["has_visible_text", "restart_allowed", "budget_left"], ["tool_in_flight", "finish_seen"],
+         effects=["count_retry", "announce_reset", "say_restarting", "close_then_closed"]),
+    _row("closed", S.STALLED, S.SWITCHING,
+         ["has_visible_text", "route_left", "restart_allowed"], ["tool_in_flight", "finish_seen"],
+         effects=["announce_reset", "say_switching", "close", "load_next_route"]),
+    # A resumed read refused (an expired cursor, an unknown response): the ladder goes on from the
+    # shown text: continue on the next route, restart here or there (else the rows below keep it).
+    _row("error", S.CONNECTING, S.SWITCHING, ["resuming", "route_left", "continue_next"],
+         ["is_fatal", "is_transient"],
+         effects=["end_resume", "say_switching", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.RETRYING, ["resuming", "restart_allowed", "budget_left"],
+         ["is_fatal", "is_transient"],
+         effects=["count_retry", "announce_reset", "say_restarting", "close_then_closed"]),
+    _row("error", S.CONNECTING, S.SWITCHING, ["resuming", "route_left", "restart_allowed"],
+         ["is_fatal", "is_transient"],
+         effects=["announce_reset", "say_switching", "close", "load_next_route"]),
+    # A continuation refused as malformed (400/422): the endpoint does not take the prefill. That is
+    # learned (HL-1) and the ladder goes on: continue on the next route, restart, or the final stub,
+    # which keeps the error that lost the text, not the refusal (RC-3).
+    _row("error", S.CONNECTING, S.SWITCHING,
+         ["continuing", "prefill_refused", "route_left", "continue_next"],
+         effects=["remember_no_prefill", "say_switching", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.RETRYING,
+         ["continuing", "prefill_refused", "restart_allowed", "budget_left"],
+         effects=["remember_no_prefill", "count_retry", "announce_reset", "say_restarting",
+                  "close_then_closed"]),
+    _row("error", S.CONNECTING, S.SWITCHING,
+         ["continuing", "prefill_refused", "route_left", "restart_allowed"],
+         effects=["remember_no_prefill", "announce_reset", "say_switching", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.STUBBING, ["continuing", "prefill_refused"],
+         effects=["remember_no_prefill", "keep_stub", "say_kept", "close_then_closed"]),
+    # Any other failure of a continuation before its first text: retried silently by the rows below
+    # while this route's retries last and no hint is too long; else a restart on the next route, or
+    # the shown text kept (never raised over what the user read, never switched without a prefill).
+    _row("error", S.CONNECTING, S.SWITCHING, ["continuing", "route_left", "restart_allowed"],
+         ["is_fatal", "budget_left"],
+         effects=["announce_reset", "say_switching", "close", "load_next_route"]),
+    _row("error", S.CONNECTING, S.STUBBING, ["continuing", "hint_too_long"], ["is_fatal"],
+         effects=["keep_stub", "say_kept", "close_then_closed"]),
+    _row("error", S.CONNECTING, S.STUBBING, ["continuing"], ["is_fatal", "is_transient", "options_rejected"],
+         effects=["keep_stub", "say_kept", "close_then_closed"]),
+    _row("error", S.CONNECTING, S.STUBBING, ["continuing"], ["is_fatal", "budget_left"],
+         effects=["keep_stub", "say_kept", "close_then_closed"]),
+    _row("closed", S.STALLED, S.STUBBING, ["continuing"], ["budget_left", "finish_seen"],
+         effects=["keep_stub", "say_kept", "close_then_closed"]),
+    # RC-5: the final step: the stub handed over (the rows of STUBBING below), or raised
+    _row("closed", S.STUBBING, S.FAILED, ["final_raises"],
+         effects=["close", "remember_success", "incomplete_error", "raise_error"]),
+    # -- end of issue 25b ---------------------------------------------------------------------------
     # -- an error before anything arrived (CONNECTING) ---------------------------------------------
     # interrupts, callback errors, malformed frames, the byte cap: raised, never retried
     _row("error", S.CONNECTING, S.FAILED, ["is_fatal"], effects=["close", "raise_error"]),

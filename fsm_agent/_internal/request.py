@@ -27,6 +27,7 @@ from .errors import (
     ToolInputError,
     classify,
     is_parser_error,
+    is_rate_limit,
     status_of,
 )
 from .events import (
@@ -46,6 +47,7 @@ from .events import (
     StaleTimeout,
     Start,
     StreamEnd,
+    StreamPosition,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -54,7 +56,8 @@ from .events import (
 )
 from .guards import RequestContext
 from .machine import INITIAL, TRIGGERS, State, fire, ignored_in
-from .result import StreamResult
+from .recovery import seam_overlap
+from .result import StreamResult, Usage
 from .trace.records import TransitionRecord
 
 __all__ = [
@@ -88,6 +91,7 @@ _ARGS_MAY_WAIT = frozenset(
         Keepalive,
         UsageReport,
         ResponseMeta,
+        StreamPosition,
     }
 )
 
@@ -137,6 +141,7 @@ class RequestMachine:
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
         self.raw_response: Any = None  # the fallback's finished response (StreamResult.raw)
         self.result: StreamResult | None = None
+        self.attempt_usage: list[Usage] = []  # RC-10: what the attempts that did not answer cost
         # what the firing in progress decided: the guards' values, the effects run, their outputs
         self.guard_values: dict[str, bool] = {}
         self.effects_run: list[str] = []
@@ -152,6 +157,7 @@ class RequestMachine:
         raised to the caller holds this request through its traceback; holding it back would
         leave every failed request as a reference cycle for the garbage collector."""
         self.ctx.error = None
+        self.ctx.lost_error = None
 
     # -- the one entry point --------------------------------------------------------------------
     def feed(self, event: object, t: float) -> tuple[Output, ...]:
@@ -193,6 +199,12 @@ class RequestMachine:
             text = event.text  # type: ignore[attr-defined]
             if not text:
                 return ()
+            if ctx.seam is not None:  # RC-3: a continuation's first text, checked at the seam
+                text = text[seam_overlap(ctx.seam, text) :]
+                ctx.seam = None
+                if not text:
+                    return ()
+                event = TextDelta(text)
             self.acc.text_parts.append(text)
             ctx.delivered_chars += len(text)
             if ctx.visible_chars or not text.isspace():
@@ -264,6 +276,11 @@ class RequestMachine:
     def _keepalive(self, event: Keepalive, t: float) -> tuple[Output, ...]:
         return ()
 
+    def _position(self, event: StreamPosition, t: float) -> tuple[Output, ...]:
+        ctx = self.ctx  # RC-2: where a lost attempt would resume
+        ctx.resume_cursor, ctx.resume_id = event.sequence_number, self.acc.response_id
+        return ()
+
     def _other_choice(self, event: ChoiceDelta, t: float) -> tuple[Output, ...]:
         """n>1: a choice other than the first is accumulated apart; no callback, no transition."""
         acc = self.acc.choice(event.choice)
@@ -294,13 +311,14 @@ class RequestMachine:
                 )
             else:
                 self._set_error(EmptyStreamError("the stream ended without any content"))
+            return (*self._count_failure(), *self._fire("end", event, t))
         elif not self.ctx.finish_seen and (self.ctx.tools_in_flight or not event.complete):
             # Cut short: no finish reason, and a tool call being built or no end marker. What
             # arrived may be truncated, so it is decided as a transient error, not a success.
             names = ", ".join(slot.name or "?" for slot in self.acc.tools_in_flight())
             where = f"mid tool-call ({names})" if names else "before its finish reason and end marker"
             self._set_error(IncompleteStreamError(f"the stream ended {where}"))
-            return self._fire("error", event, t)
+            return (*self._count_failure(), *self._fire("error", event, t))
         return self._fire("end", event, t)
 
     def _finished_response(self, event: FinishedResponse, t: float) -> tuple[Output, ...]:
@@ -323,6 +341,8 @@ class RequestMachine:
         waited_for = "answer to the non-streaming request" if self.ctx.fallback_running else "provider event"
         self._set_error(StreamStalledError(f"no {waited_for} for {event.stale_timeout:g} s"))
         self.ctx.stale_streak += 1
+        # RC-8: nothing of the answer arrived (the attempt is still connecting)
+        self.ctx.first_byte_stall = self.state is S.CONNECTING
         return (act.Remember("stall"), *self._fire("stale", event, t))
 
     def _route_loaded(self, event: RouteLoaded, t: float) -> tuple[Output, ...]:
@@ -332,6 +352,7 @@ class RequestMachine:
         ctx.stale_streak = event.stale_streak
         ctx.streaming_disabled = event.streaming_disabled
         ctx.stream_options_unsupported = event.stream_options_unsupported
+        ctx.prefill_refused = event.prefill_refused
         ctx.cooldown_s = event.cooldown_s
         ctx.breaker_probe = event.breaker_probe
         ctx.breaker_retry_at = event.breaker_retry_at
@@ -342,7 +363,8 @@ class RequestMachine:
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
         kind = ErrorKind.FATAL if event.from_callback else event.kind
         self._set_error(event.error, kind, event.hint, event.hint_source)
-        out = self._fire("error", event, t)
+        failed = self._count_failure()
+        out = (*failed, *self._fire("error", event, t))
         if event.hint is not None and status_of(event.error) in (429, 529):
             # BO-6: the endpoint asked everyone to hold off; the session's other requests wait too.
             return (act.Remember("cooldown", event.hint), *out)
@@ -376,6 +398,7 @@ class RequestMachine:
         UsageReport: _usage,
         ResponseMeta: _meta,
         Keepalive: _keepalive,
+        StreamPosition: _position,
         ChoiceDelta: _other_choice,
         StreamEnd: _end,
         FinishedResponse: _finished_response,
@@ -413,6 +436,16 @@ class RequestMachine:
             )
         else:
             ctx.wait_s, ctx.wait_source = 0.0, None
+
+    def _count_failure(self) -> tuple[Output, ...]:
+        """RC-9: a failed attempt of a transient kind (a 5xx, a connection error, a cut or empty
+        stream) counts toward the endpoint's breaker as a stall does (WD-3); a rate limit does not
+        (it has its cooldown, BO-6). Counted before the trigger, so its rows see the streak."""
+        ctx = self.ctx
+        if ctx.error_kind is not ErrorKind.TRANSIENT or ctx.error is None or is_rate_limit(ctx.error):
+            return ()
+        ctx.stale_streak += 1
+        return (act.Remember("failure"),)
 
     # -- firing a trigger ----------------------------------------------------------------------------
     def _signal(self, trigger: str, ignored: frozenset[State], event: object, t: float) -> tuple[Output, ...]:

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from .drivers.callbacks import Callbacks
 from .drivers.source import ClientSource
-from .endpoint import EndpointLink, HealthSettings, StartFacts, endpoint_key
+from .endpoint import EndpointLink, HealthSettings, StartFacts, base_url_of, endpoint_key
 from .events import RouteLoaded
 from .guards import RequestContext
 from .logs import log_record
 from .observe import both
+from .prefill import accepts_prefill
 from .providers.base import ProviderAdapter
 from .request import RequestMachine
 from .routes import PreparedRoute, is_route_list, prepare_one, prepare_routes
@@ -128,7 +129,17 @@ def plan_request(
         routes = [prepare_one(target, params, api, session.stale_timeout_for, in_async=in_async)]
     first = routes[0]
     observer = session._observer.request(first.source, first.api, first.model, first.params)
-    machine = new_machine(session, tuple(route.name for route in routes), observer, watch_tool_args)
+    machine = new_machine(
+        session,
+        tuple(route.name for route in routes),
+        observer,
+        watch_tool_args,
+        route_retries=tuple(route.retries for route in routes),
+    )
+    # RC-3: which routes' endpoints may be asked to continue shown text
+    machine.ctx.route_prefill = tuple(
+        accepts_prefill(route.api, route.params, base_url_of(route.source.peek())) for route in routes
+    )
     for route in routes:  # HL-1: each route's endpoint has a health of its own
         settings = HealthSettings(
             stale_giveup=session.stale_giveup,
@@ -161,6 +172,7 @@ def new_machine(
     route_names: tuple[str, ...],
     observer: RequestTelemetry | None = None,
     watch_tool_args: bool = False,
+    route_retries: tuple[int | None, ...] = (),
 ) -> RequestMachine:
     """A request's machine with the session's settings, its trace taps and its telemetry hook."""
     backoff = session.backoff
@@ -172,12 +184,17 @@ def new_machine(
     ctx = RequestContext(
         route_names=route_names,
         retries=session.retries,
+        route_retries=route_retries,  # RC-8
         unsupported=session.unsupported,
         stale_giveup=session.stale_giveup,
         backoff_base=backoff.base,
         backoff_cap=backoff.cap,
         max_wait_setting=backoff.max_wait,
         seed=int.from_bytes(drawn[8:], "big"),  # BO-5: recorded, so replay draws the same jitter
+        recover_resume=session.recovery.resume,  # RC-1: the session's ladder
+        recover_continue=session.recovery.continue_,
+        recover_restart=session.recovery.restart,
+        final_raise=session.recovery.final == "raise",
     )
     request_id = drawn[:8].hex()  # 16 hex digits, as uuid4().hex[:16] was
     sink = session.trace

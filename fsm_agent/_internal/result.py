@@ -109,13 +109,17 @@ class Usage(Frozen):
         output_tokens: Completion tokens, reasoning included.
         total_tokens: Their sum, as the provider reported it.
         cached_tokens: Prompt tokens served from the provider's cache.
+        estimated: True when the provider sent no usage for a cut attempt and `output_tokens`
+            is estimated from the text and reasoning it delivered (RC-10); the input side is
+            then unknown (None).
     """
 
-    __slots__ = ("cached_tokens", "input_tokens", "output_tokens", "total_tokens")
+    __slots__ = ("cached_tokens", "estimated", "input_tokens", "output_tokens", "total_tokens")
     input_tokens: int | None
     output_tokens: int | None
     total_tokens: int | None
     cached_tokens: int | None
+    estimated: bool
 
     def __init__(
         self,
@@ -123,11 +127,13 @@ class Usage(Frozen):
         output_tokens: int | None = None,
         total_tokens: int | None = None,
         cached_tokens: int | None = None,
+        estimated: bool = False,
     ) -> None:
         set_field(self, "input_tokens", input_tokens)
         set_field(self, "output_tokens", output_tokens)
         set_field(self, "total_tokens", total_tokens)
         set_field(self, "cached_tokens", cached_tokens)
+        set_field(self, "estimated", estimated)
 
 
 @dataclass(slots=True, repr=False)
@@ -187,6 +193,15 @@ class StreamResult:
         route: The name of the route that answered (RT-1): the `Route`'s `name`, or
             `"<api>:<model>"` by default (also for the one-client form of `stream()`); None only
             for a result built by hand.
+        incomplete: True when the result is not a whole answer: a stub (RC-6). A caller that
+            must tell "the provider broke" from "the answer was long" reads this, not
+            `finish_reason`.
+        stub_reason: Why a stub was returned (RC-6): "cut" (the stream was lost), "stalled"
+            (the provider went silent), "tool_dropped" (a tool call was cut off, RES-5) or
+            "provider_error" (the provider's stream carried an error); None for a whole answer.
+        attempt_usage: What each attempt that did not answer cost, in order (RC-10): the
+            provider's usage when it sent one, else an estimate (`Usage.estimated`). `usage`
+            stays the answering attempt's own.
     """
 
     content: str | None = None
@@ -207,6 +222,9 @@ class StreamResult:
     extra_choices: list[Choice] = field(default_factory=list)
     route: str | None = None  # RT-1: the name of the route that answered
     error: dict[str, Any] | None = None  # ACC-10: what ended a stream whose answer was kept
+    incomplete: bool = False  # RC-6
+    stub_reason: str | None = None  # RC-6
+    attempt_usage: list[Usage] = field(default_factory=list)  # RC-10
 
     def __repr__(self) -> str:
         usage = self.usage
@@ -223,6 +241,7 @@ class StreamResult:
                 ("finish_reason", repr(self.finish_reason)),
                 ("tokens_in_out", tokens),
                 ("stub", "True" if self.stub else None),
+                ("stub_reason", repr(self.stub_reason) if self.stub_reason else None),
                 ("error", repr(self.error.get("code")) if self.error else None),
                 ("dropped_tools", str(len(self.dropped_tool_names)) if self.dropped_tool_names else None),
                 ("streamed", "False" if not self.streamed else None),

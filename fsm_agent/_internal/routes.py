@@ -28,18 +28,22 @@ __all__ = ["PreparedRoute", "Route", "is_route_list", "prepare_routes"]
 class Route:
     """One way to serve a request: an SDK client (or a zero-argument factory), the request's
     keyword arguments for that SDK, its API (inferred when None) and a name for records, the
-    result and the live view (default "<api>:<model>")."""
+    result and the live view (default "<api>:<model>"). `retries` caps this route's retries below
+    the session's (RC-8): `Route(..., retries=0)` leaves the route after its first failed attempt
+    while another route remains; None (the default) gives it the session's."""
 
     client_or_factory: Any
     params: dict[str, Any]
     api: str | None = None
     name: str | None = None
+    retries: int | None = None
 
     def __repr__(self) -> str:
         """SEC-9: the params with secret headers (`extra_headers` Authorization…) redacted."""
+        retries = "" if self.retries is None else f", retries={self.retries!r}"
         return redact(
             f"Route(client_or_factory={self.client_or_factory!r}, params={redact_headers(self.params)!r}, "
-            f"api={self.api!r}, name={self.name!r})"
+            f"api={self.api!r}, name={self.name!r}{retries})"
         )
 
 
@@ -54,6 +58,7 @@ class PreparedRoute:
     model: str | None
     stale_timeout: float
     link: EndpointLink | None = None  # HL-1: this route's endpoint health, as the request sees it
+    retries: int | None = None  # RC-8: this route's own cap on its retries (None: the session's)
 
     def __repr__(self) -> str:
         """SEC-9: as `Route`'s, the params' secret headers redacted."""
@@ -64,7 +69,11 @@ class PreparedRoute:
 
     def header(self) -> dict[str, Any]:
         """The route as a trace's request line lists it (no client settings: TR-5)."""
-        return {"name": self.name, "api": self.api, "model": self.model, "stale_timeout": self.stale_timeout}
+        header: dict[str, Any] = {"name": self.name, "api": self.api, "model": self.model}
+        header["stale_timeout"] = self.stale_timeout
+        if self.retries is not None:
+            header["retries"] = self.retries  # RC-8
+        return header
 
 
 def is_route_list(value: Any) -> bool:
@@ -85,6 +94,7 @@ def prepare_routes(
             made = prepare_one(
                 route.client_or_factory, route.params, route.api, stale_timeout_for, index, in_async=in_async
             )
+            made.retries = _route_retries(route, index)
             prepared.append(made)
         _name(prepared, routes)
     except BaseException:
@@ -93,6 +103,16 @@ def prepare_routes(
                 made.source.release()
         raise
     return prepared
+
+
+def _route_retries(route: Route, index: int) -> int | None:
+    """RC-8: a route's cap on its retries, checked: None, or a whole number >= 0."""
+    retries = route.retries
+    if retries is None:
+        return None
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"route {index + 1}: retries must be a whole number >= 0 or None, not {retries!r}")
+    return retries
 
 
 def _name(prepared: list[PreparedRoute], routes: Sequence[Route]) -> None:

@@ -24,6 +24,7 @@ from .drivers.watchdog import Watchdog
 from .health import EndpointHealth, EndpointKey, HealthStore, MemoryHealth
 from .in_flight import InFlight
 from .observe import Observer
+from .recovery import Recovery
 from .request_flow import Call, Kind, aperform, perform, request_steps
 from .request_plan import RequestPlan
 from .result import StreamResult
@@ -59,9 +60,10 @@ class Session:
         stale_timeout: Seconds without a provider event before a stream counts as stalled (WD-1);
             None reads `FSM_AGENT_STREAM_STALE_TIMEOUT`, else 180 s raised to the model's
             reasoning floor (WD-2).
-        stale_giveup: Stalls in a row after which `stream()` refuses to connect and raises
-            `ProviderUnresponsiveError` (WD-3); 0 never gives up; None reads
-            `FSM_AGENT_STREAM_STALE_GIVEUP`, else 5.
+        stale_giveup: Failed attempts in a row on one endpoint (stalls, 5xx, connection errors:
+            RC-9) after which its breaker opens: a request with another route starts there, one
+            without raises `ProviderUnresponsiveError` before connecting (WD-3); 0 never gives
+            up; None reads `FSM_AGENT_STREAM_STALE_GIVEUP`, else 5.
         unsupported: What to do when an endpoint cannot stream (RES-9): `"fallback"` (default)
             makes the same call without streaming; `"raise"` raises.
         trace: Where to write the transition records (TR-1): a path (JSON Lines, created
@@ -72,7 +74,7 @@ class Session:
             (BO-3). None means `Backoff()`: full jitter from 0.5 s, capped at 8 s, hints up to
             60 s while another route remains and up to 120 s on the last route (what the bare
             openai SDK waits out). `Backoff(base=0)` retries at once.
-        breaker_cooldown: Seconds after the stall breaker trips (WD-3) before one request is let
+        breaker_cooldown: Seconds after the breaker trips (WD-3, RC-9) before one request is let
             through as a probe (BO-7).
         health: Where endpoint health is kept (HL-1): None for an in-process `MemoryHealth()`;
             a shared store (`RedisHealth`) lets every process see it (HL-2).
@@ -82,12 +84,16 @@ class Session:
             SDK. False turns it off.
         telemetry_content: Put prompt and answer text in the spans (off by default); None follows
             `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`.
+        recovery: What an attempt lost after visible text becomes (RC-1): a `Recovery(...)`;
+            None means `Recovery()`, the stub of RES-4/RES-5. With a fallback route,
+            `Recovery(continue_=True, restart=True)` rescues the whole answer.
 
     Attributes:
         streaming_disabled: The endpoint cannot stream; requests go straight to the non-streaming
             call (RES-9).
         stream_options_unsupported: The endpoint refuses `stream_options` (RES-8).
-        stale_streak: Stalls in a row, reset by any success or stub (WD-3).
+        stale_streak: Failed attempts in a row (stalls and other transient failures, RC-9),
+            reset by any success or stub (WD-3).
 
     Raises:
         ValueError: A setting, or an `FSM_AGENT_STREAM_*` variable, that is out of range.
@@ -108,7 +114,11 @@ class Session:
         max_bytes: int = DEFAULT_MAX_BYTES,
         telemetry: bool = True,
         telemetry_content: bool | None = None,
+        recovery: Recovery | None = None,
     ) -> None:
+        if recovery is not None and not isinstance(recovery, Recovery):
+            raise TypeError(f"recovery must be a fsm_agent.Recovery, not {type(recovery).__name__}")
+        self.recovery = recovery if recovery is not None else Recovery()  # RC-1
         if backoff is not None and not isinstance(backoff, Backoff):
             raise TypeError(f"backoff must be a fsm_agent.Backoff, not {type(backoff).__name__}")
         if (
@@ -181,6 +191,7 @@ class Session:
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
         on_tool_args: Callable[[int, str, Any], Any] | None = None,
+        on_reset: Callable[[str], Any] | None = None,
     ) -> StreamResult:
         """Run one streaming request to its end and return what it produced.
 
@@ -217,6 +228,10 @@ class Session:
                 tool call's arguments parsed so far each time they grow (at most once per read or
                 per 64 KiB of it), and with the complete value last (ACC-11). Costs nothing when
                 not given.
+            on_reset: `on_reset(shown_text: str)`, called before a restarted answer's first byte
+                (RC-4, with `Recovery(restart=True)`): what was shown is withdrawn, the new
+                answer follows through on_text. Without it, on_text receives a marker line
+                containing "restarting" instead.
 
         Returns:
             The `StreamResult`: text, reasoning, tool calls, usage, and whether it is a stub.
@@ -224,11 +239,11 @@ class Session:
         Raises:
             TypeError: `params` is not a dict, the client is an async one, or no known SDK shape.
             InterruptedError: The request was interrupted (RES-11).
-            ProviderUnresponsiveError: The stall breaker is open (WD-3).
+            ProviderUnresponsiveError: The endpoint's breaker is open (WD-3, RC-9).
             FsmAgentError: Any other failure of fsm_agent's own; a failure the SDK knows is
                 raised as the SDK's exception (its connection error, its HTTP status errors).
         """
-        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
+        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args, on_reset)
         call = Call(client_or_factory, params, api, callbacks, interrupt)
         return perform(request_steps(self, call, Kind(Watchdog, SyncDriver, in_async=False)))
 
@@ -244,6 +259,7 @@ class Session:
         on_activity: Callable[[str], Any] | None = None,
         interrupt: threading.Event | None = None,
         on_tool_args: Callable[[int, str, Any], Any] | None = None,
+        on_reset: Callable[[str], Any] | None = None,
     ) -> StreamResult:
         """`stream()` for asyncio code: the same machine and arguments, run by the asyncio driver.
 
@@ -276,6 +292,7 @@ class Session:
                 tool call's arguments parsed so far each time they grow (at most once per read or
                 per 64 KiB of it), and with the complete value last (ACC-11). Costs nothing when
                 not given.
+            on_reset: As for `stream()` (RC-4); may be a coroutine function.
 
         Returns:
             The `StreamResult`.
@@ -289,7 +306,7 @@ class Session:
         from .drivers.aio import AsyncDriver
         from .drivers.aio_watchdog import LoopWatchdog
 
-        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args)
+        callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args, on_reset)
         call = Call(client_or_factory, params, api, callbacks, interrupt)
         return await aperform(request_steps(self, call, Kind(LoopWatchdog, AsyncDriver, in_async=True)))
 

@@ -176,3 +176,11 @@ class AnthropicWire(Wire):
 
     def malformed_frame(self, payload: str) -> bytes:
         return f"event: content_block_delta\ndata: {payload}\n\n".encode()
+
+    def context_too_long(
+        self, fault: F.ContextTooLong, ctx: RequestContext
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Issue 25a: Anthropic's 400 for a prompt over the model's context window."""
+        message = f"prompt is too long: {fault.tokens} tokens > {fault.limit} maximum"
+        body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        return 400, {**body, "request_id": f"req_emu{ctx.seq}"}, {}

@@ -167,3 +167,13 @@ class BedrockWire(Wire):
 
     def corrupt(self, frame: bytes) -> bytes:
         return corrupt_crc(frame)
+
+    def context_too_long(
+        self, fault: F.ContextTooLong, ctx: RequestContext
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Issue 25a: Bedrock's 400 ValidationException for an input over the model's limit."""
+        return (
+            400,
+            {"message": "Input is too long for requested model."},
+            _error_headers("ValidationException"),
+        )

@@ -194,3 +194,51 @@ class ChatWire(Wire):
     def stream_error_frame(self, fault: F.StreamError, sc: Scenario, ctx: RequestContext, seq: int) -> bytes:
         error = {"message": fault.message, "type": fault.error_type, "param": None, "code": fault.code}
         return sse({"error": error})
+
+    def context_too_long(
+        self, fault: F.ContextTooLong, ctx: RequestContext
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Issue 25a: the host's 400 for a prompt over the model's context length."""
+        asked = (
+            f"However, you requested {fault.tokens} tokens "
+            f"({fault.tokens} in the messages, 0 in the completion)."
+        )
+        if fault.host == "vllm":
+            message = (
+                f"This model's maximum context length is {fault.limit} tokens. {asked} "
+                "Please reduce the length of the messages or completion."
+            )
+            return (
+                400,
+                {
+                    "object": "error",
+                    "message": message,
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                },
+                {},
+            )
+        if fault.host == "deepseek":
+            message = (
+                f"This model's maximum context length is {fault.limit} tokens. {asked} "
+                "Please reduce the length of the messages or completion."
+            )
+            error = {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_request_error",
+            }
+            return 400, {"error": error}, {}
+        message = (
+            f"This model's maximum context length is {fault.limit} tokens. However, your messages "
+            f"resulted in {fault.tokens} tokens. Please reduce the length of the messages."
+        )
+        error = {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+        return 400, {"error": error}, {}

@@ -193,6 +193,70 @@ class CorruptCrc:
     kind: str | None = None
 
 
+@dataclass(frozen=True)
+class RefusePrefill:
+    """A request that ends with an assistant prefill (Anthropic and Bedrock: a last message of
+    role ``assistant``; Chat Completions: one marked ``"prefix": true``) gets HTTP ``status``
+    with the wire's error body, for the models in ``models`` (None: every model). Requests
+    without a prefill are served normally (RC-3)."""
+
+    models: tuple[str, ...] | None = None
+    status: int = 400
+    message: str = "This model does not support assistant message prefill."
+
+
+@dataclass(frozen=True)
+class ExpireResume:
+    """Responses background mode (RC-2): the stored response of this request cannot be read on
+    any more: `GET /v1/responses/{id}?stream=true&starting_after=N` gets HTTP ``status`` (an
+    expired cursor). Without it, a background response stays readable from any cursor."""
+
+    status: int = 400
+    message: str = "The stream cursor has expired; the response can no longer be streamed from it."
+
+
+# -- issue 25a: a route's own rejection, a route that never answers, a flapping route -------------
+ChatHost = Literal["openai", "vllm", "deepseek"]
+
+
+@dataclass(frozen=True)
+class ContextTooLong:
+    """Answer HTTP 400 saying the prompt does not fit the model, with the API's own error body:
+    Chat Completions ``context_length_exceeded`` ("This model's maximum context length is ..."),
+    Responses ``context_length_exceeded`` ("Your input exceeds the context window ..."), Anthropic
+    ``invalid_request_error`` "prompt is too long: N tokens > M maximum", Bedrock
+    ``ValidationException`` "Input is too long for requested model.", Gemini ``INVALID_ARGUMENT``
+    "The input token count (N) exceeds the maximum number of tokens allowed (M).".
+
+    ``host`` picks whose words a Chat Completions answer has: OpenAI's, or those of the
+    OpenAI-compatible servers vLLM (``{"object": "error", ...}``, ``code: 400``) and DeepSeek.
+    Streaming and non-streaming requests alike."""
+
+    tokens: int = 215_000
+    limit: int = 200_000
+    host: ChatHost = "openai"
+
+
+@dataclass(frozen=True)
+class NeverAnswers:
+    """Read the request, then send nothing at all (no status line, no headers) for ``seconds``,
+    then close the connection: a provider that accepts connections and never answers. Ends early
+    when the client leaves or the server stops."""
+
+    seconds: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Flapping:
+    """A route that comes and goes: of every ``down + up`` requests the emulator receives (counted
+    from its start or last ``reset()``), the first ``down`` are answered HTTP ``status`` with the
+    API's error body, the next ``up`` get the scenario."""
+
+    status: int = 503
+    down: int = 1
+    up: int = 1
+
+
 Fault = (
     DropAfter
     | DropMidFrame
@@ -211,4 +275,9 @@ Fault = (
     | NoBlockStop
     | BedrockAccessDenied
     | CorruptCrc
+    | RefusePrefill
+    | ExpireResume
+    | ContextTooLong
+    | NeverAnswers
+    | Flapping
 )

@@ -92,6 +92,12 @@ class Wire:
         """JSON body and extra headers of an HTTP error response."""
         raise NotImplementedError
 
+    def context_too_long(
+        self, fault: F.ContextTooLong, ctx: RequestContext
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Status, JSON body and extra headers of the API's "the prompt does not fit" answer."""
+        raise NotImplementedError
+
     def stream_error_frame(self, fault: F.StreamError, sc: Scenario, ctx: RequestContext, seq: int) -> bytes:
         raise NotImplementedError
 

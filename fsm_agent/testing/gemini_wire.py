@@ -161,3 +161,13 @@ class GeminiWire(Wire):
         status = _STREAM_STATUS.get(fault.code, fault.code.upper())
         error = {"code": _STATUS_CODES.get(status, 500), "message": fault.message, "status": status}
         return sse({"error": error})
+
+    def context_too_long(
+        self, fault: F.ContextTooLong, ctx: RequestContext
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Issue 25a: the Gemini API's 400 INVALID_ARGUMENT for a prompt over the model's limit."""
+        message = (
+            f"The input token count ({fault.tokens}) exceeds the maximum number of tokens "
+            f"allowed ({fault.limit})."
+        )
+        return 400, {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}, {}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from fsm_agent.testing import faults as F
 from fsm_agent.testing.frames import (
@@ -34,13 +34,14 @@ from fsm_agent.testing.frames import (
     position,
     status_message,
 )
-from fsm_agent.testing.scenario import Scenario
+from fsm_agent.testing.scenario import Scenario, continued, prefill_of
 
 if TYPE_CHECKING:
     from fsm_agent.testing.server import EmulatorServer
 
 _BEDROCK_PATH = re.compile(r"^/model/(?P<model>[^/]+)/(?P<op>converse|converse-stream)$")
 # Gemini API (/v1beta/models/M:op) and Vertex AI (…/publishers/google/models/M:op) paths.
+_RESPONSE_PATH = re.compile(r"/responses/(?P<id>[^/]+)$")  # RC-2: reading a stored response on
 _GEMINI_PATH = re.compile(r"/models/(?P<model>[^/:]+):(?P<op>streamGenerateContent|generateContent)$")
 
 
@@ -118,8 +119,40 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        found = _RESPONSE_PATH.search(parts.path)
+        if found is not None:
+            self._resume(unquote(found.group("id")), parse_qs(parts.query))
+            return
         self._record(b"", None, None, False, None)
         self._send_json(404, {"error": {"message": f"Unknown path {self.path}", "type": "not_found"}})
+
+    def _resume(self, response_id: str, query: dict[str, list[str]]) -> None:
+        """RC-2: `GET /v1/responses/{id}?stream=true&starting_after=N`: a background response's
+        events after N, as they were stored (404 for an unknown id, the fault's status when it
+        expired)."""
+        stream = query.get("stream", ["false"])[0] == "true"
+        self._record(b"", None, "responses", stream, None)
+        emu = self.server.emulator
+        wire = emu._wires["responses"]
+        with emu._lock:
+            stored = emu._background.get(response_id)
+        if stored is None or not stream:
+            body, headers = wire.error_body(404, f"Response with id '{response_id}' not found.")
+            self._send_json(404, body, headers)
+            return
+        frames, expired = stored
+        if expired is not None:
+            body, headers = wire.error_body(expired.status, expired.message)
+            self._send_json(expired.status, body, headers)
+            return
+        try:
+            after = int(query.get("starting_after", ["-1"])[0])
+        except ValueError:
+            after = -1
+        ctx = RequestContext("responses", self.path, {}, emu._count(), int(time.time()), True, "")
+        delay = emu.frame_delay
+        self._stream(wire.stream_content_type, build_plan(frames[after + 1 :], wire, Scenario(), ctx, delay))
 
     def do_POST(self) -> None:
         raw = self._read_body()
@@ -185,6 +218,24 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         self._send_bytes(status, data, "application/json", headers or {})
 
     def _serve(self, sc: Scenario, wire: Wire, ctx: RequestContext) -> None:
+        if self._route_fault(sc, wire, ctx):
+            return
+        prefill = prefill_of(ctx.api, ctx.body)
+        if prefill is not None:  # RC-3: refused per model, or continued
+            refuse = sc.fault(F.RefusePrefill)
+            model = ctx.body.get("model") or ctx.model_id
+            if refuse is not None and (refuse.models is None or model in refuse.models):
+                body, headers = wire.error_body(refuse.status, refuse.message)
+                self._send_json(refuse.status, body, headers)
+                return
+            if sc.continues:
+                sc = continued(sc, prefill)
+        if ctx.api == "responses" and ctx.stream and ctx.body.get("background") is True:
+            # RC-2: the whole answer is stored, as a background response goes on server-side
+            emu = self.server.emulator
+            stored = (wire.stream_frames(sc, ctx), sc.fault(F.ExpireResume))
+            with emu._lock:
+                emu._background[wire.response_id(sc, ctx)] = stored  # type: ignore[attr-defined]
         err = sc.fault(F.HttpError)
         if err is not None and (ctx.stream or not err.stream_only):
             extra = {**hint_headers(err), **err.headers}
@@ -234,6 +285,25 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         if end is not None:
             frames = frames[: position(frames, end.frames, end.kind)]
         self._stream(wire.stream_content_type, build_plan(frames, wire, sc, ctx, delay))
+
+    def _route_fault(self, sc: Scenario, wire: Wire, ctx: RequestContext) -> bool:
+        """Issue 25a's faults (`NeverAnswers`, `Flapping`, `ContextTooLong`); True when one answered."""
+        silent = sc.fault(F.NeverAnswers)
+        if silent is not None:
+            self._silence(silent.seconds)
+            self._abort()
+            return True
+        flapping = sc.fault(F.Flapping)
+        if flapping is not None and (ctx.seq - 1) % max(1, flapping.down + flapping.up) < flapping.down:
+            body, headers = wire.error_body(flapping.status, status_message(flapping.status))
+            self._send_json(flapping.status, body, headers)
+            return True
+        too_long = sc.fault(F.ContextTooLong)
+        if too_long is not None:
+            status, body, headers = wire.context_too_long(too_long, ctx)
+            self._send_json(status, body, headers)
+            return True
+        return False
 
     def _stream(self, ctype: str, plan: Iterable[Action]) -> None:
         self.send_response(200)

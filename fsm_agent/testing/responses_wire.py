@@ -33,6 +33,10 @@ class ResponsesWire(ChatWire):
     def _id(self, sc: Scenario, ctx: RequestContext) -> str:
         return sc.id or f"resp_emu{ctx.seq}"
 
+    def response_id(self, sc: Scenario, ctx: RequestContext) -> str:
+        """The id of the response this request is answered with (RC-2: its stored frames' key)."""
+        return self._id(sc, ctx)
+
     def _usage(self, sc: Scenario) -> dict[str, Any] | None:
         u = sc.usage
         if u is None:
@@ -75,6 +79,7 @@ class ResponsesWire(ChatWire):
             "usage": self._usage(sc) if final else None,
             "user": None,
             "metadata": {},
+            **({"background": True} if ctx.body.get("background") is True else {}),
         }
 
     def _final_status(self, sc: Scenario) -> str:
@@ -215,3 +220,17 @@ class ResponsesWire(ChatWire):
 
     def malformed_frame(self, payload: str) -> bytes:
         return f"event: response.output_text.delta\ndata: {payload}\n\n".encode()
+
+    def context_too_long(
+        self, fault: F.ContextTooLong, ctx: RequestContext
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Issue 25a: the Responses API's 400 for an input over the model's context window."""
+        error = {
+            "message": (
+                "Your input exceeds the context window of this model. Please adjust your input and try again."
+            ),
+            "type": "invalid_request_error",
+            "param": "input",
+            "code": "context_length_exceeded",
+        }
+        return 400, {"error": error}, {}

@@ -178,6 +178,10 @@ class Scenario:
     raw_content_type: str = "text/event-stream"
     frame_delay: float | None = None
     name: str = ""
+    # RC-3: the scenario's text is the whole answer; a request that carries a prefill of its start
+    # is sent only the rest (with the prefill's last `seam_overlap` characters repeated first)
+    continues: bool = False
+    seam_overlap: int = 0
 
     @classmethod
     def build(
@@ -255,3 +259,40 @@ class Scenario:
             else:
                 out.append(Block("text", self._chunks(step.text, step.chunk_size), step))
         return out
+
+
+def prefill_of(api: str, body: Any) -> str | None:
+    """The assistant prefill a request ends with (RC-3), or None: Anthropic and Bedrock, a last
+    message of role assistant; Chat Completions, one marked `"prefix": true`."""
+    messages = body.get("messages") if isinstance(body, Mapping) else None
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):
+        return None
+    last = messages[-1]
+    if last.get("role") != "assistant":
+        return None
+    if api == "chat_completions" and last.get("prefix") is not True:
+        return None
+    if api not in ("chat_completions", "anthropic_messages", "bedrock_converse"):
+        return None
+    content = last.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    return None
+
+
+def continued(scenario: Scenario, prefill: str) -> Scenario:
+    """RC-3: what a `continues` scenario sends for a request carrying `prefill`: the rest of its
+    text after the prefill (the whole text when the prefill is not its start)."""
+    from dataclasses import replace
+
+    whole = scenario.text
+    rest = whole[len(prefill) :] if whole.startswith(prefill) else whole
+    if scenario.seam_overlap and whole.startswith(prefill):
+        rest = prefill[len(prefill) - scenario.seam_overlap :] + rest
+    return replace(scenario, steps=(Text(rest),) if rest else (), continues=False)

@@ -15,6 +15,7 @@ from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from fsm_agent.testing import faults as F
 from fsm_agent.testing.handler import EmulatorHandler, Request, make_wires
 from fsm_agent.testing.scenario import Scenario
 
@@ -130,6 +131,8 @@ class Emulator:
         self._server: EmulatorServer | None = None
         self._serve_thread: threading.Thread | None = None
         self._wires = make_wires()
+        # RC-2: background responses by id: their frames, and whether reading on is refused
+        self._background: dict[str, tuple[list[Any], F.ExpireResume | None]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -253,6 +256,7 @@ class Emulator:
             self._then = None
             self._requests.clear()
             self._served = 0
+            self._background.clear()
 
     @property
     def requests(self) -> list[Request]:

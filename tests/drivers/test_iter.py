@@ -186,3 +186,24 @@ def test_aiter_stopped_early_ends_the_request(emulator: Emulator, how: str) -> N
 
     asyncio.run(main())
     assert emulator.wait_idle(2.0), f"{emulator.open_connections} connection(s) left open"
+
+
+def test_a_restarted_answer_reaches_the_iterator_as_a_reset(emulator: Emulator, leaks: LeakCheck) -> None:
+    # RC-4 with WR-2/WR-3: the shown text is withdrawn (ResetEvent), then the whole new answer.
+    cut = Scenario.build("Half an answ", chunk_size=4, faults=[DropMidFrame(3)])
+    emulator.script(cut, Scenario.build("A whole new answer."))
+    restarting = fsm_agent.Session(
+        backoff=fsm_agent.Backoff(base=0), recovery=fsm_agent.Recovery(restart=True)
+    )
+    events = list(restarting.iter(leaks.client(), PARAMS))
+    resets = [event for event in events if isinstance(event, fsm_agent.ResetEvent)]
+    assert [reset.shown for reset in resets] == ["Half an "]
+    after = events[events.index(resets[0]) :]
+    assert "".join(e.text for e in after if isinstance(e, fsm_agent.TextEvent)) == "A whole new answer."
+    assert events[-1].result.content == "A whole new answer."
+    emulator.script(cut, Scenario.build("A whole new answer."))
+    wrapped = fsm_agent.wrap(leaks.client(), restarting)
+    chunks = list(wrapped.chat.completions.create(**PARAMS, stream=True))
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    assert text.startswith("Half an ") and "restarting" in text and text.endswith("A whole new answer.")
+    leaks.assert_clean()

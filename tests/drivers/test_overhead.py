@@ -140,7 +140,7 @@ def test_the_table_decides_through_the_shared_machine(
 
 
 def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
-    """The 22 inputs of every record are a plain dict (JSON, equality, mutation as before), in the
+    """The 23 inputs of every record are a plain dict (JSON, equality, mutation as before), in the
     documented order, sharing their key table with every other record's (a third of the size)."""
     from fsm_agent._internal.guards import RequestContext
 
@@ -149,12 +149,12 @@ def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
     first, second = ctx.guard_inputs(), ctx.guard_inputs()
     assert type(first) is dict and first == second and first is not second
     assert list(first)[:4] == ["attempt", "retries", "retries_used", "visible_chars"]
-    assert (first["attempt"], first["visible_chars"], first["routes"], len(first)) == (2, 7, 2, 22)
+    assert (first["attempt"], first["visible_chars"], first["routes"], len(first)) == (2, 7, 2, 23)
     assert json.loads(json.dumps(first)) == first
-    literal = dict(first.items())  # how big the same 22 entries are as an ordinary dict
+    literal = dict(first.items())  # how big the same 23 entries are as an ordinary dict
     assert sys.getsizeof(first) * 2 < sys.getsizeof(literal)
     first["extra"] = 1  # still an ordinary dict to whoever holds it; the other record is untouched
-    assert "extra" not in second and len(ctx.guard_inputs()) == 22
+    assert "extra" not in second and len(ctx.guard_inputs()) == 23
 
 
 _FORKED_IDS = """

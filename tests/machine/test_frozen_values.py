@@ -32,7 +32,7 @@ def test_repr_is_the_dataclass_repr() -> None:
     assert repr(TextDelta("x")) == "TextDelta(text='x')"
     assert repr(Keepalive()) == "Keepalive()"
     assert repr(Usage(1, cached_tokens=0)) == (
-        "Usage(input_tokens=1, output_tokens=None, total_tokens=None, cached_tokens=0)"
+        "Usage(input_tokens=1, output_tokens=None, total_tokens=None, cached_tokens=0, estimated=False)"
     )
     assert repr(actions.Remember("stall")) == "Remember(fact='stall', seconds=0.0)"
 

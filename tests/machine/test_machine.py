@@ -28,10 +28,12 @@ from fsm_agent._internal.events import (
     Interrupt,
     ReasoningDelta,
     RefusalDelta,
+    ResponseMeta,
     RouteLoaded,
     StaleTimeout,
     Start,
     StreamEnd,
+    StreamPosition,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -167,8 +169,9 @@ def test_silent_retry_before_visible_text_then_exhaustion_raises_original() -> N
         errors.append(error)
         m.feed(TextDelta("   "), 0.1)  # whitespace only: not visible (RES-6)
         out = m.feed(AttemptFailed(error), 0.2)
-        if attempt < 2:
-            assert _kinds(out) == [act.Status, act.CloseAttempt]
+        if attempt < 2:  # RC-9: the failed attempt counts toward the endpoint's breaker first
+            assert _kinds(out) == [act.Remember, act.Status, act.CloseAttempt]
+            assert out[0] == act.Remember("failure")
             assert _kinds(m.feed(AttemptClosed(), 0.2)) == [act.OpenAttempt]
     assert isinstance(out[-1], act.Raise) and out[-1].error is errors[-1]
     assert m.state is State.FAILED and m.ctx.attempt == 3
@@ -354,7 +357,7 @@ def test_cut_mid_tool_call_without_finish_is_retried() -> None:
     m.feed(Start(), 0.0)
     m.feed(ToolCallDelta(0, "a", "one", '{"x'), 0.1)
     out = m.feed(StreamEnd(frames=1), 0.2)
-    assert _kinds(out) == [act.Status, act.CloseAttempt]
+    assert _kinds(out) == [act.Remember, act.Status, act.CloseAttempt]  # RC-9: counted, then retried
 
 
 def test_error_after_finish_keeps_the_answer() -> None:
@@ -487,6 +490,9 @@ def _error(rng: random.Random) -> Exception:
     return rng.choice([RuntimeError("x"), _StatusError(rng.choice([400, 401, 404, 503]))])
 
 
+_LADDER = random.Random(25)  # RC-1: the random walk's ladder settings
+
+
 def _drive(rng: random.Random) -> RequestMachine:
     """Feed one random request the way a driver would: wire events while an attempt is open, the
     driver's own events after its actions. Every sequence must end in a terminal state (FSM-6)."""
@@ -500,6 +506,14 @@ def _drive(rng: random.Random) -> RequestMachine:
         backoff_base=rng.choice([0.0, 0.5]),
         cooldown_s=rng.choice([0.0, 0.0, 1.0, 100.0]),
         breaker_probe=rng.random() < 0.3,
+        # RC-1: the recovery ladder's steps, and which routes take a prefill (RC-3)
+        # (drawn from a generator of their own: the walk's draws stay as they were)
+        recover_continue=_LADDER.random() < 0.5,
+        recover_restart=_LADDER.random() < 0.5,
+        final_raise=_LADDER.random() < 0.3,
+        route_prefill=tuple(_LADDER.random() < 0.7 for _ in range(3)),
+        prefill_refused=_LADDER.random() < 0.1,
+        recover_resume=_LADDER.random() < 0.5,
     )
     m = RequestMachine(ctx, request_id="random")
     pending = list(m.feed(Start(), 0.0))
@@ -570,7 +584,61 @@ def _rare_paths() -> list[RequestMachine]:
     ):
         hinted.feed(event, 0.0)
     assert spent.state is State.FAILED and hinted.state is State.SWITCHING
-    return [spent, hinted]
+    return [spent, hinted, *_ladder_paths(), *_resume_paths()]
+
+
+def _ladder_paths() -> list[RequestMachine]:
+    """RC-3: a continuation that fails before its first text, each way (the walk rarely gets there)."""
+    refused = AttemptFailed(_StatusError(400), kind=ErrorKind.PERMANENT)
+    dropped = AttemptFailed(RuntimeError("x"), kind=ErrorKind.TRANSIENT)
+    hinted = AttemptFailed(RuntimeError("x"), kind=ErrorKind.TRANSIENT, hint=200.0, hint_source="retry-after")
+    cases: list[tuple[dict[str, object], object, State]] = [
+        ({"route_names": ("a", "b"), "route_prefill": (True, True)}, refused, State.SWITCHING),
+        ({"route_names": ("a", "b"), "route_prefill": (True, False), "recover_restart": True}, refused,
+         State.SWITCHING),
+        ({"route_names": ("a",), "route_prefill": (True,)}, refused, State.STUBBING),
+        ({"route_names": ("a", "b"), "route_prefill": (True, False), "recover_restart": True}, dropped,
+         State.SWITCHING),
+        ({"route_names": ("a",), "route_prefill": (True,), "retries": 2}, hinted, State.STUBBING),
+        ({"route_names": ("a",), "route_prefill": (True,)}, dropped, State.STUBBING),
+        ({"route_names": ("a",), "route_prefill": (True,), "retries": 2, "recover_restart": True}, refused,
+         State.RETRYING),
+        ({"route_names": ("a",), "route_prefill": (True,), "retries": 2},
+         AttemptFailed(_StatusError(401), kind=ErrorKind.PERMANENT), State.STUBBING),
+        ({"route_names": ("a",), "route_prefill": (True,)}, (StaleTimeout(1.0), AttemptClosed()),
+         State.STUBBING),
+    ]  # fmt: skip
+    made = []
+    for settings, failure, dest in cases:
+        m = _machine(**{"retries": 1, "recover_continue": True, **settings})
+        then = failure if isinstance(failure, tuple) else (failure,)
+        for event in (Start(), TextDelta("hi"), dropped, AttemptClosed(), *then):
+            m.feed(event, 0.0)
+        assert m.state is dest, (settings, m.state)
+        made.append(m)
+    return made
+
+
+def _resume_paths() -> list[RequestMachine]:
+    """RC-2: a resumable stream lost after text is resumed; a resumed read refused goes on."""
+    gone = AttemptFailed(_StatusError(404), kind=ErrorKind.PERMANENT)
+    dropped = AttemptFailed(RuntimeError("x"), kind=ErrorKind.TRANSIENT)
+    stalled = (StaleTimeout(1.0), AttemptClosed(), AttemptClosed())
+    cases: list[tuple[dict[str, object], tuple[object, ...], State]] = [
+        ({"route_names": ("a", "b"), "route_prefill": (False, True), "recover_continue": True},
+         (dropped, AttemptClosed(), gone), State.SWITCHING),
+        ({"route_names": ("a",), "recover_restart": True, "retries": 2}, (dropped, AttemptClosed(), gone),
+         State.RETRYING),
+        ({"route_names": ("a", "b"), "recover_restart": True}, (*stalled, gone), State.SWITCHING),
+    ]  # fmt: skip
+    made = []
+    for settings, then, dest in cases:
+        m = _machine(**{"retries": 1, "recover_resume": True, **settings})
+        for event in (Start(), ResponseMeta(id="resp_1"), TextDelta("hi"), StreamPosition(3), *then):
+            m.feed(event, 0.0)
+        assert m.state is dest, (settings, m.state)
+        made.append(m)
+    return made
 
 
 def test_random_event_orders_always_end_and_take_every_row() -> None:

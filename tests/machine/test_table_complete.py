@@ -305,7 +305,7 @@ def test_a_fresh_record_names_its_effects_and_a_record_round_trips(tmp_path: Pat
         ("open_attempt",),
         ("count_retry", "say_retrying", "close_then_closed"),
     ]
-    assert [type(item).__name__ for item in out] == ["Status", "CloseAttempt"]
+    assert [type(item).__name__ for item in out] == ["Remember", "Status", "CloseAttempt"]  # RC-9
     m.feed(AttemptClosed(), 0.2)
     assert m.records[-1].effects == ("open_attempt",)
     line = json.dumps({"schema": 1, "type": "transition", **m.records[1].as_dict()})

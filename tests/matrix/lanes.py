@@ -7,6 +7,10 @@ one event loop (an `asyncio.Runner`, so a session's later requests share the loo
 client, as a caller's would). The async SDK clients are made inside that loop; Bedrock's async lane
 is the sync boto3 client the async driver runs in a worker thread (boto3 has no async client).
 
+For routes (RT-, RC-): `lane.client_of(other_emulator)` is one more client of the lane's API (made,
+closed and checked with the lane's own), `lane.route(client, model)` a `Route` of the lane's params
+with another model, and `lane.stream_routes(session, routes, got)` one request over them.
+
 `lane.attempts` holds every attempt the API's adapter opened (`open`, or `aopen` when the driver
 awaits it), `lane.assert_closed_once(n)` proves each stream was closed exactly once, and
 `lane.assert_clean()` that the request left nothing behind: no task still pending on the loop, no
@@ -30,6 +34,7 @@ from helpers import AttemptSpy, Collect, assert_emulator_and_threads_idle
 from provider_clients import (
     anthropic_client,
     bedrock_client,
+    bedrock_client_without_retries,
     boto_busy,
     close_client,
     genai_async_busy,
@@ -68,6 +73,7 @@ class Lane:
         self.attempts: list[Any] = []
         # (client, busy connections, close -> None or an awaitable)
         self._clients: list[tuple[Any, Callable[[Any], int], Callable[[Any], Any]]] = []
+        self._own: Any = None  # the lane's own client, among `_clients`
         self._runner = asyncio.Runner() if driver == "async" else None
         self._spy(monkeypatch)
 
@@ -100,12 +106,13 @@ class Lane:
 
     def client(self) -> Any:
         """The caller's client of this lane (made on first use; the same one for later requests)."""
-        if not self._clients:
+        if self._own is None:
             if self._runner is None:
                 self._clients.append(self._sync_client())
             else:
                 self._clients.append(self._runner.run(self._async_client()))
-        return self._clients[0][0]
+            self._own = self._clients[-1][0]
+        return self._own
 
     def stream(
         self, session: fsm_agent.Session, got: Collect | None = None, *, activity: bool = False, **kwargs: Any
@@ -119,6 +126,36 @@ class Lane:
         if self._runner is None:
             return session.stream(client, request, **callbacks, **kwargs)
         return self._runner.run(session.astream(client, request, **callbacks, **kwargs))
+
+    # -- routes (RT-, RC-) -----------------------------------------------------------------------
+
+    def client_of(self, emulator: Emulator) -> Any:
+        """One more client of this lane's API on `emulator` (another route's), closed and checked
+        with the lane's own; Bedrock's without botocore's own retries, so that each attempt of
+        ours is one request the emulator sees."""
+        if self._runner is None:
+            made = self._sync_client(emulator, bedrock_retries=False)
+        else:
+            made = self._runner.run(self._async_client(emulator, bedrock_retries=False))
+        self._clients.append(made)
+        return made[0]
+
+    def route(self, client: Any, model: str, **options: Any) -> fsm_agent.Route:
+        """A route of this lane's params with `model` (each model is an endpoint of its own, HL-1)."""
+        params = self.params()
+        params["modelId" if self.api == "bedrock" else "model"] = model
+        if self.api == "responses":
+            options.setdefault("api", "responses")
+        return fsm_agent.Route(client, params, **options)
+
+    def stream_routes(
+        self, session: fsm_agent.Session, routes: list[fsm_agent.Route], got: Collect | None = None
+    ) -> Any:
+        """One request over `routes` through this lane's driver, to its end (or its exception)."""
+        callbacks = got.callbacks() if got is not None else {}
+        if self._runner is None:
+            return session.stream(routes, **callbacks)
+        return self._runner.run(session.astream(routes, **callbacks))
 
     # -- the checks ------------------------------------------------------------------------------
 
@@ -135,6 +172,7 @@ class Lane:
             for client, _, close in self._clients:
                 close(client)
         self._clients.clear()
+        self._own = None
         assert_emulator_and_threads_idle(self.emulator, self.threads_before, timeout)
 
     def close(self) -> None:
@@ -147,6 +185,7 @@ class Lane:
                     close(client)
         finally:
             self._clients.clear()
+            self._own = None
             if self._runner is not None:
                 self._runner.close()
 
@@ -180,8 +219,12 @@ class Lane:
 
         monkeypatch.setattr(adapter, "open", open_and_record)
 
-    def _sync_client(self) -> tuple[Any, Callable[[Any], int], Callable[[Any], Any]]:
-        emu = self.emulator
+    def _sync_client(
+        self, emu: Emulator | None = None, *, bedrock_retries: bool = True
+    ) -> tuple[Any, Callable[[Any], int], Callable[[Any], Any]]:
+        emu = emu or self.emulator
+        if self.api == "bedrock" and not bedrock_retries:
+            return bedrock_client_without_retries(emu), boto_busy, close_client
         if self.api in ("chat", "responses"):
             return openai_client(emu), helpers.busy_connections, close_client
         if self.api == "anthropic":
@@ -191,8 +234,12 @@ class Lane:
         made = genai.Client(api_key="AIza-test", http_options={"base_url": emu.gemini_base_url})
         return made, _no_busy_check, close_client
 
-    async def _async_client(self) -> tuple[Any, Callable[[Any], int], Callable[[Any], Any]]:
-        emu = self.emulator
+    async def _async_client(
+        self, emu: Emulator | None = None, *, bedrock_retries: bool = True
+    ) -> tuple[Any, Callable[[Any], int], Callable[[Any], Any]]:
+        emu = emu or self.emulator
+        if self.api == "bedrock" and not bedrock_retries:
+            return bedrock_client_without_retries(emu), boto_busy, close_client
         if self.api in ("chat", "responses"):
             made: Any = openai.AsyncOpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
             return made, helpers.busy_connections, lambda c: c.close()

@@ -184,9 +184,13 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
     async def _open(self, client: Any, plan: act.OpenAttempt) -> AsyncAttempt:
         aopen = getattr(self.adapter, "aopen", None)
         if aopen is not None and is_async_client(client):
-            attempt: AsyncAttempt = await aopen(client, self.params, plan, self.watchdog.stale_timeout)
+            attempt: AsyncAttempt = await aopen(
+                client, self._attempt_params(plan), plan, self.watchdog.stale_timeout
+            )
             return attempt
-        opener = partial(self.adapter.open, client, self.params, plan, self.watchdog.stale_timeout)
+        opener = partial(
+            self.adapter.open, client, self._attempt_params(plan), plan, self.watchdog.stale_timeout
+        )
         return await open_in_thread(lambda: self._limited(opener()))
 
     async def _pump(self, attempt: AsyncAttempt) -> Decided:

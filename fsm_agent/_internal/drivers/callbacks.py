@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import actions as act
 from ..events import ReasoningDelta, TextDelta
+from ..recovery import RESTART_MARKER
 from ..redact import redact
 
 __all__ = [
@@ -54,6 +55,7 @@ class Callbacks:
         "_activity",
         "_library_text",
         "_reasoning",
+        "_reset",
         "_status",
         "_text",
         "_tool_args",
@@ -69,10 +71,12 @@ class Callbacks:
         on_status: Callable[[str], Any] | None = None,
         on_activity: Callable[[str], Any] | None = None,
         on_tool_args: Callable[[int, str, Any], Any] | None = None,
+        on_reset: Callable[[str], Any] | None = None,
         *,
         on_library_text: Callable[[str], Any] | None = None,
     ) -> None:
         self._text = on_text
+        self._reset = on_reset  # RC-4
         # WR-3: the library's own text (markers, warnings) to a consumer that tells it apart;
         # without one it is on_text's, as any text (CB-1).
         self._library_text = on_library_text if on_library_text is not None else on_text
@@ -103,6 +107,11 @@ class Callbacks:
                     return self._tool_args(out.index, out.name, out.value)
             elif kind is Activity and self._activity is not None:
                 return self._safe_activity(out.kind)
+            elif kind is act.Reset:  # RC-4: the caller's on_reset, else the marker line to on_text
+                if self._reset is not None:
+                    return self._reset(out.shown)
+                if self._text is not None:
+                    return self._text(RESTART_MARKER)
             elif kind is act.LibraryText and self._library_text is not None:
                 return self._library_text(out.text)
         except Exception as exc:
@@ -161,7 +170,15 @@ def activity_label(obj: Any) -> str:
     return kind if isinstance(kind, str) else type(obj).__name__
 
 
-_CALLBACK_NAMES = ("on_text", "on_reasoning", "on_tool_call", "on_status", "on_activity", "on_tool_args")
+_CALLBACK_NAMES = (
+    "on_text",
+    "on_reasoning",
+    "on_tool_call",
+    "on_status",
+    "on_activity",
+    "on_tool_args",
+    "on_reset",
+)
 
 
 def check_callbacks(callbacks: tuple[Any, ...], interrupt: Any) -> None:

@@ -22,6 +22,7 @@ from .. import actions as act
 from ..endpoint import EndpointLink
 from ..errors import MachineError
 from ..events import AttemptFailed
+from ..prefill import prefilled
 from ..providers.base import Attempt, ProviderAdapter
 from ..redact import scrub_error
 from ..request import RequestMachine
@@ -107,6 +108,13 @@ class DriverCore(ActionLoop, Generic[W]):
         if route.link is not None:  # HL-1: the route's endpoint has a health of its own
             self.health = route.link
 
+    def _attempt_params(self, plan: act.OpenAttempt) -> dict[str, Any]:
+        """The request of one attempt: the route's params, carrying the shown text to continue
+        when the attempt is a continuation (RC-3)."""
+        if plan.prefill is None:
+            return self.params
+        return prefilled(self.adapter.api, self.params, plan.prefill)
+
     def _unused_routes(self) -> list[Any]:
         """Sources of the routes other than the current one (a factory's client made to infer an API
         is closed with the request)."""
@@ -161,6 +169,7 @@ class DriverCore(ActionLoop, Generic[W]):
             stalled=fired == "stale",
             stale_timeout=watchdog.stale_timeout,
             open_for=None if opened_at is None else time.monotonic() - opened_at,
+            route_owned=self.adapter.route_owned,
         )
         return self._feed(event)
 
@@ -184,7 +193,12 @@ class DriverCore(ActionLoop, Generic[W]):
         request (WIRE-5), both under the byte cap (SEC-5)."""
         if json_body is not None:
             return JsonBodyPipeline(json_body, max_bytes=self.max_bytes)
-        return WirePipeline(self.adapter.translator(), max_bytes=self.max_bytes, on_activity=on_activity)
+        return WirePipeline(
+            self.adapter.translator(),
+            max_bytes=self.max_bytes,
+            on_activity=on_activity,
+            route_owned=self.adapter.route_owned,
+        )
 
     def _limited(self, attempt: Attempt) -> Attempt:
         """Give a stream of objects read from bytes below us (Bedrock) the byte cap (SEC-5)."""

@@ -8,8 +8,10 @@ itself with its retry hint (BO-2). Never feeds the machine itself.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from ..backoff import retry_hint
+from ..errors import ErrorKind
 from ..events import AttemptFailed, Interrupt, StaleTimeout
 from .callbacks import CallbackError
 
@@ -23,6 +25,7 @@ def failure_event(
     stalled: bool,
     stale_timeout: float,
     open_for: float | None,
+    route_owned: Callable[[BaseException], bool] | None = None,
 ) -> object:
     """Whatever ended an attempt or the fallback request, as the event to feed (both drivers).
 
@@ -30,7 +33,8 @@ def failure_event(
     open `open_for` seconds, whose SDK read timeout is capped at the stale timeout — that timeout
     expired (the fallback request, `open_for=None`, keeps the SDK's own read timeout: a failure
     like any other; FSM-6); then a caller's callback error (fatal, CB-6). SystemExit and the like
-    are re-raised.
+    are re-raised. A rejection the route's adapter says is its own (`route_owned`, RC-7) is fed
+    with that kind.
     """
     if interrupted or isinstance(exc, KeyboardInterrupt):
         return Interrupt()
@@ -40,6 +44,8 @@ def failure_event(
         return AttemptFailed(exc.original, from_callback=True)
     if not isinstance(exc, Exception):
         raise exc  # SystemExit, GeneratorExit: not ours to handle
+    if route_owned is not None and route_owned(exc):
+        return AttemptFailed(exc, kind=ErrorKind.ROUTE_OWNED)
     hint = retry_hint(exc, time.time())  # BO-2: read here, where the wall clock is
     if hint is None:
         return AttemptFailed(exc)

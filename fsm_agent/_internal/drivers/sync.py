@@ -106,7 +106,9 @@ class SyncDriver(DriverCore[Watchdog]):
         # socket this thread is blocked on (RES-11, WD-1 in the open phase).
         watchdog.arm(blocked_read_aborter())
         try:
-            attempt = self._limited(self.adapter.open(client, self.params, plan, watchdog.stale_timeout))
+            attempt = self._limited(
+                self.adapter.open(client, self._attempt_params(plan), plan, watchdog.stale_timeout)
+            )
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, opened_at)

@@ -11,6 +11,7 @@ nowhere itself. Never decides policy.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..actions import OpenAttempt
@@ -22,6 +23,7 @@ from .anthropic_events import (
     message_events,
 )
 from .base import SDKAdapter
+from .rejections import RouteRejections
 
 __all__ = ["FINISH_REASONS", "AnthropicAdapter", "AnthropicTranslator", "buffered_tools", "message_events"]
 
@@ -47,8 +49,23 @@ def _as_message(body: Any) -> Any:
     return build_message(body) if is_finished_message(body) else body
 
 
+# RC-7: Anthropic answers an over-long prompt with a 400 `invalid_request_error` whose message says
+# "prompt is too long: N tokens > M maximum", or, when the prompt fits but not with `max_tokens`,
+# "input length and `max_tokens` exceed context limit"; a model this key cannot use is a 404.
+ANTHROPIC_REJECTIONS = RouteRejections(
+    statuses=frozenset({400}),
+    codes=frozenset(),
+    words=re.compile(
+        r"prompt is too long|input length and `?max_tokens`? exceed context limit|"
+        r"exceeds? (the )?context (limit|window)",
+        re.IGNORECASE,
+    ),
+)
+
+
 class AnthropicAdapter(SDKAdapter):
     api = "anthropic_messages"
+    route_owned = staticmethod(ANTHROPIC_REJECTIONS.owns)
     is_finished = staticmethod(is_finished_message)
     as_finished = staticmethod(_as_message)
 

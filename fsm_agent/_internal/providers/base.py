@@ -61,6 +61,11 @@ class ProviderAdapter(Protocol):
         """Normalized events of a finished response (fallback, WIRE-5)."""
         ...
 
+    def route_owned(self, error: BaseException) -> bool:
+        """RC-7: whether `error` is this route's own rejection (the prompt does not fit its model,
+        its key cannot use the model): another route may serve the request."""
+        ...
+
 
 def socket_of(http_response: Any) -> socket.socket | None:
     """The socket under an httpx/httpx2 response, so a blocked read can be aborted from outside."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import sys
 import threading
@@ -42,6 +43,7 @@ from ..wire.pipeline import DEFAULT_MAX_BYTES, SLICE
 from ..wire.shapes import INT, PAYLOAD_ERRORS, STR, Shape, as_malformed, parse_json
 from ..wire.sse import SSEFrame
 from .base import Attempt, as_plain, malformed
+from .rejections import RouteRejections
 
 __all__ = ["BedrockAdapter", "BedrockTranslator", "converse_events", "in_stream_error"]
 
@@ -577,8 +579,31 @@ def _capped_send(request: Any, **_: Any) -> Any:
     return response
 
 
+# RC-7: Bedrock says an over-long input with a `ValidationException` (HTTP 400, or
+# `validationException` in the event stream): "Input is too long for requested model.", "The
+# model returned the following errors: prompt is too long: N tokens > M maximum", "Input Tokens
+# Exceeded", "This model's maximum context length is ..."; a model this route cannot use with
+# one too: "The provided model identifier is invalid.", "... with on-demand throughput isn't
+# supported" (the model needs an inference profile), "model ... is not supported". A
+# `ValidationException` with other words is a malformed request: raised (RT-2).
+_BEDROCK_TOO_LONG = re.compile(
+    r"input is too long|prompt is too long|input tokens exceeded|too many input tokens|"
+    r"maximum context length|exceeds? the (model'?s? )?(maximum|context)|"
+    r"model identifier is invalid|on-demand throughput isn.t supported|"
+    r"model[^.]{0,80}(is not supported|is not available|not found)",
+    re.IGNORECASE,
+)
+BEDROCK_REJECTIONS = RouteRejections(
+    statuses=frozenset({400}),
+    codes=frozenset(),
+    words=None,
+    coded_words=(("validationexception", _BEDROCK_TOO_LONG),),
+)
+
+
 class BedrockAdapter:
     api = "bedrock_converse"
+    route_owned = staticmethod(BEDROCK_REJECTIONS.owns)
 
     def __init__(self) -> None:
         self._meta: ResponseMeta | None = None

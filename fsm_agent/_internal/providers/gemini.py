@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -37,6 +38,7 @@ from .base import (
     socket_of,
 )
 from .gemini_events import GeminiTranslator, plain_chunk, response_events
+from .rejections import RouteRejections
 
 __all__ = ["GeminiAdapter", "is_finished_response", "wire_request"]
 
@@ -187,8 +189,24 @@ async def _aplain_objects(stream: Any) -> AsyncIterator[Any]:
             await close()
 
 
+# RC-7: the Gemini API answers a prompt over the model's limit with 400 `INVALID_ARGUMENT`, "The
+# input token count (N) exceeds the maximum number of tokens allowed (M)."; a route the key cannot
+# use from where it runs with 400 `FAILED_PRECONDITION`, "User location is not supported for the
+# API use." Other `INVALID_ARGUMENT`s are malformed requests: raised (RT-2).
+GEMINI_REJECTIONS = RouteRejections(
+    statuses=frozenset({400}),
+    codes=frozenset(),
+    words=None,
+    coded_words=(
+        ("invalid_argument", re.compile(r"token count[^.]{0,60}exceeds the maximum", re.IGNORECASE)),
+        ("failed_precondition", re.compile(r"location is not supported", re.IGNORECASE)),
+    ),
+)
+
+
 class GeminiAdapter:
     api = "gemini_generate_content"
+    route_owned = staticmethod(GEMINI_REJECTIONS.owns)
 
     def model_of(self, params: dict[str, Any]) -> str | None:
         model = params.get("model")

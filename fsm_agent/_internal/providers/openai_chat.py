@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +34,7 @@ from ..urls import url_text
 from ..wire.shapes import DICT, INT, STR, Shape, parse_json
 from ..wire.sse import SSEFrame
 from .base import SDKAdapter, as_plain, malformed
+from .rejections import RouteRejections
 
 __all__ = ["ChatCompletionsAdapter", "is_native_gemini"]
 
@@ -351,9 +353,34 @@ def _is_finished_completion(obj: Any) -> bool:
     return message is not None
 
 
+# RC-7: Chat Completions at OpenAI and at the OpenAI-compatible hosts: the prompt does not fit the
+# model (OpenAI's `context_length_exceeded`; vLLM, DeepSeek, Together, OpenRouter: "maximum context
+# length"; Mistral: "too large for model with N maximum context length"; TGI: "`inputs` tokens +
+# `max_new_tokens` must be <="; llama.cpp: `exceed_context_size_error`; Gemini's OpenAI endpoint:
+# "The input token count ... exceeds the maximum"), or the model is not there for this key (hosts
+# that answer 400 where OpenAI answers 404), or the model cannot take the request's kind of input.
+CHAT_REJECTIONS = RouteRejections(
+    statuses=frozenset({400, 413, 422}),
+    codes=frozenset({"context_length_exceeded", "model_not_found", "exceed_context_size_error"}),
+    words=re.compile(
+        r"maximum context length|context length (exceeded|is exceeded)|context window|"
+        r"exceeds? the (available )?context (size|length|window)|"
+        r"reduce the length of the (messages|input|prompt)|prompt is too long|"
+        r"too large for model with \d+ maximum context length|"
+        r"`inputs` tokens \+ `max_new_tokens` must be|"
+        r"input token count[^.]{0,40}exceeds the maximum|"
+        r"model[^.]{0,80}(does not exist|not exist|is not a valid model|is not available)|"
+        r"invalid model|unknown model|no such model|"
+        r"does not support (tools|function calling|images|image input|vision)",
+        re.IGNORECASE,
+    ),
+)
+
+
 class ChatCompletionsAdapter(SDKAdapter):
     api = "chat_completions"
     is_finished = staticmethod(_is_finished_completion)
+    route_owned = staticmethod(CHAT_REJECTIONS.owns)
 
     def translator(self) -> ChatTranslator:
         return ChatTranslator()

@@ -14,6 +14,7 @@ final object, lazily. Never decides policy.
 from __future__ import annotations
 
 import json
+import re
 from functools import partial
 from typing import Any
 
@@ -24,6 +25,7 @@ from ..events import (
     ReasoningDelta,
     RefusalDelta,
     ResponseMeta,
+    StreamPosition,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -33,7 +35,17 @@ from ..result import Deferred, Usage
 from ..wire.pipeline import parse_json_payload
 from ..wire.shapes import DICT, INT, STR, Shape
 from ..wire.sse import SSEFrame
-from .base import SDKAdapter, as_plain, malformed
+from .base import (
+    AsyncAttempt,
+    Attempt,
+    SDKAdapter,
+    aopen_streaming,
+    as_plain,
+    malformed,
+    open_streaming,
+    timeout_for,
+)
+from .rejections import RouteRejections
 
 __all__ = ["ResponsesAdapter", "ResponsesTranslator", "response_events"]
 
@@ -219,10 +231,22 @@ class ResponsesTranslator:
     once, on whichever of `function_call_arguments.done` / `output_item.done` comes first.
     """
 
-    __slots__ = ("_acted", "_argued", "_ended", "_index_by_item", "_index_by_output", "_tools", "done")
+    __slots__ = (
+        "_acted",
+        "_argued",
+        "_ended",
+        "_index_by_item",
+        "_index_by_output",
+        "_resumable",
+        "_tools",
+        "done",
+    )
 
     def __init__(self) -> None:
         self.done = False
+        # RC-2: a background response can be read on after any event: each frame's events are
+        # then followed by its `StreamPosition` (only then: a plain stream pays nothing)
+        self._resumable = False
         self._tools = 0  # function calls opened so far; the next one gets this index
         self._index_by_output: dict[int, int] = {}
         self._index_by_item: dict[str, int] = {}
@@ -239,7 +263,12 @@ class ResponsesTranslator:
         payload = parse_json_payload(data)
         if isinstance(payload, dict) and "type" not in payload and frame.event:
             payload = {**payload, "type": frame.event}
-        return self.payload(payload)
+        events = self.payload(payload)
+        if self._resumable:
+            sequence = payload.get("sequence_number")
+            if type(sequence) is int:
+                events.append(StreamPosition(sequence))
+        return events
 
     def payload(self, event: Any) -> list[Any]:
         if type(event) is dict and event.get("type") in ("error", "response.failed"):
@@ -271,7 +300,10 @@ class ResponsesTranslator:
                 return self._tool_done(self._index_of(event), item.get("arguments"))
             return self._action(item, event.get("output_index")) if isinstance(item, dict) else []
         if kind in _META:
-            return _meta(event.get("response"))
+            response = event.get("response")
+            if isinstance(response, dict) and response.get("background") is True:
+                self._resumable = True
+            return _meta(response)
         if kind in ("response.completed", "response.incomplete"):
             self.done = True
             return self._finished(event.get("response"))
@@ -478,8 +510,19 @@ def _is_finished_response(obj: Any) -> bool:
     return getattr(obj, "object", None) == "response" and hasattr(obj, "output")
 
 
+# RC-7: the Responses API says the input does not fit the model with `context_length_exceeded`
+# ("Your input exceeds the context window of this model"), as an HTTP 400 or in a
+# `response.failed` event; a model this key cannot use is a 404 (RT-2) or `model_not_found`.
+RESPONSES_REJECTIONS = RouteRejections(
+    statuses=frozenset({400}),
+    codes=frozenset({"context_length_exceeded", "model_not_found"}),
+    words=re.compile(r"exceeds the context window|maximum context length", re.IGNORECASE),
+)
+
+
 class ResponsesAdapter(SDKAdapter):
     api = "responses"
+    route_owned = staticmethod(RESPONSES_REJECTIONS.owns)
     is_finished = staticmethod(_is_finished_response)
     as_finished = staticmethod(final_response)  # WIRE-5 / RES-9: a JSON answer is used as is
 
@@ -498,6 +541,27 @@ class ResponsesAdapter(SDKAdapter):
 
     def plain_call(self, client: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         return client.responses, self.stream_params(params)
+
+    # RC-2: a resumed attempt reads the stored background response through the SDK's own
+    # retrieve-stream call, from after the last event the lost attempt read.
+    def _resumed(self, client: Any, plan: OpenAttempt, read_timeout: float) -> Any:
+        assert plan.resume is not None
+        response_id, cursor = plan.resume
+        timeout = timeout_for(client, read_timeout)
+        raw_api = client.responses.with_streaming_response
+        return raw_api.retrieve(response_id, stream=True, starting_after=cursor, timeout=timeout)
+
+    def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
+        if plan.resume is None:
+            return super().open(client, params, plan, read_timeout)
+        return open_streaming(self._resumed(client, plan, read_timeout), self.from_json)
+
+    async def aopen(
+        self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float
+    ) -> AsyncAttempt:
+        if plan.resume is None:
+            return await super().aopen(client, params, plan, read_timeout)
+        return await aopen_streaming(self._resumed(client, plan, read_timeout), self.from_json)
 
     def finished_events(self, response: Any) -> list[Any]:
         return response_events(response)

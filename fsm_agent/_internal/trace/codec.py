@@ -34,6 +34,7 @@ from ..events import (
     StaleTimeout,
     Start,
     StreamEnd,
+    StreamPosition,
     TextDelta,
     ToolCallDelta,
     ToolCallEnd,
@@ -169,6 +170,7 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
     FinishReason: lambda e: {"reason": e.reason},
     UsageReport: lambda e: {"usage": _usage_fields(e.usage)},
     ResponseMeta: _meta_fields,
+    StreamPosition: lambda e: {"sequence_number": e.sequence_number},
     Keepalive: lambda e: {},
     StreamEnd: lambda e: {
         "frames": e.frames,
@@ -351,6 +353,7 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], Any]] = {
         _response(f, "raw") if f.get("raw") is not None else None,
     ),
     "Keepalive": lambda f: Keepalive(),
+    "StreamPosition": lambda f: StreamPosition(_int(f, "sequence_number")),
     "StreamEnd": _stream_end,
     "FinishedResponse": lambda f: FinishedResponse(_response(f)),
     "Start": lambda f: Start(),
@@ -378,6 +381,7 @@ _WIRE_TYPES = (
     StreamEnd,
     FinishedResponse,
     ChoiceDelta,
+    StreamPosition,
 )
 
 

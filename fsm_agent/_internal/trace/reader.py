@@ -56,6 +56,7 @@ class RequestHeader:
     model: str | None = None
     line: int = 0
     routes: tuple[str, ...] = ()  # RT-1: the names of the request's routes, in order
+    route_retries: tuple[int | None, ...] = ()  # RC-8: each route's own cap on its retries
 
 
 class RecordedEvent(NamedTuple):
@@ -230,6 +231,11 @@ def _record(obj: dict[str, Any]) -> TransitionRecord:
     )
 
 
+def _route_cap(value: Any) -> int | None:
+    """RC-8: a route's recorded cap on its retries (anything but a whole number >= 0: none)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def _header(obj: dict[str, Any], lineno: int) -> RequestHeader:
     api, model = obj.get("api"), obj.get("model")
     if not isinstance(api, (str, type(None))) or not isinstance(model, (str, type(None))):
@@ -241,6 +247,7 @@ def _header(obj: dict[str, Any], lineno: int) -> RequestHeader:
         raise _LineError("field 'routes' must be a list of objects with a 'name'")
     return RequestHeader(
         routes=tuple(route["name"] for route in routes),
+        route_retries=tuple(_route_cap(route.get("retries")) for route in routes),
         request_id=_get(obj, "request_id", str),
         settings=_get(obj, "settings", dict),
         memory=_get(obj, "memory", dict),

@@ -68,6 +68,12 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "routes": (int,),  # RT-: keep only the first N routes (what if there had been no fallback?)
     "cooldown_s": (int, float),
     "breaker_probe": (bool,),
+    # issue 25b, RC-1: the recovery ladder, and which routes take a prefill (RC-3)
+    "recover_resume": (bool,),
+    "recover_continue": (bool,),
+    "recover_restart": (bool,),
+    "final_raise": (bool,),
+    "route_prefill": (list,),
 }
 # Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
 _NON_NEGATIVE = frozenset(
@@ -89,6 +95,11 @@ _DEFAULTS: dict[str, Any] = {
     "routes": None,
     "cooldown_s": 0.0,
     "breaker_probe": False,
+    "recover_resume": False,
+    "recover_continue": False,
+    "recover_restart": False,
+    "final_raise": False,
+    "route_prefill": [],
 }
 
 
@@ -182,6 +193,7 @@ def recorded_settings(found: RequestTrace) -> dict[str, Any]:
     if not names:  # no header: the route names the records carry
         names = tuple(dict.fromkeys(record.route for record in found.records if record.route is not None))
     settings["route_names"] = names
+    settings["route_retries"] = header.route_retries if header is not None else ()  # RC-8
     settings["routes"] = len(names) or None
     return settings
 
@@ -193,6 +205,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
     ctx = RequestContext(
         route_names=names,
         retries=settings["retries"],
+        route_retries=tuple(settings.get("route_retries", ()))[: len(names)],
         unsupported=settings["unsupported"],
         stale_giveup=settings["stale_giveup"],
         backoff_base=float(settings["backoff_base"]),
@@ -204,6 +217,11 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         stream_options_unsupported=settings["stream_options_unsupported"],
         cooldown_s=float(settings["cooldown_s"]),
         breaker_probe=settings["breaker_probe"],
+        recover_resume=settings["recover_resume"],
+        recover_continue=settings["recover_continue"],
+        recover_restart=settings["recover_restart"],
+        final_raise=settings["final_raise"],
+        route_prefill=tuple(flag is True for flag in settings["route_prefill"]),
     )
     # no hooks: a replay logs nothing
     return RequestMachine(ctx, request_id=request_id, watch_tool_args=watch_tool_args)
@@ -387,6 +405,7 @@ def _set_inputs(
     ctx.hint_source = _take(inputs, "hint_source", (str,), None, line)
     ctx.wait_s = float(_take(inputs, "wait_s", (int, float), 0.0, line))
     ctx.wait_source = _take(inputs, "wait_source", (str,), None, line)
+    ctx.first_byte_stall = _take(inputs, "first_byte_stall", (bool,), False, line)  # RC-8
     for name in ("retries", "unsupported", "stale_giveup", "max_wait"):
         setattr(ctx, name, _take(inputs, name, SETTINGS[name], getattr(ctx, name), line))
     settings = ("retries", "unsupported", "stale_giveup", "backoff_base", "backoff_cap", "max_wait")

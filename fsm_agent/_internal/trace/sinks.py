@@ -129,6 +129,12 @@ def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
             "backoff_cap": ctx.backoff_cap,
             "max_wait": ctx.max_wait_setting,  # None: BO-3's default bounds
             "seed": ctx.seed,
+            # RC-1 / RC-3: the recovery ladder (issue 25b)
+            "recover_resume": ctx.recover_resume,
+            "recover_continue": ctx.recover_continue,
+            "recover_restart": ctx.recover_restart,
+            "final_raise": ctx.final_raise,
+            "route_prefill": list(ctx.route_prefill),
         },
         "memory": {
             "stale_streak": ctx.stale_streak,

@@ -4,7 +4,8 @@ Shared by the sync and async drivers. Pure: never performs I/O and reads no cloc
 (the cap per attempt, SEC-2), payload frames and keepalives (WIRE-2/3), stops at an adapter's end
 marker (WIRE-4), and turns undecodable input into `ProviderStreamError` with the offending text,
 secrets redacted (RES-10, SEC-1). A translator's error becomes an `AttemptFailed` event after the
-events that preceded it, so nothing already received is lost.
+events that preceded it, so nothing already received is lost; one the adapter says is its
+route's own rejection (`route_owned`, RC-7) is marked so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import codecs
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-from ..errors import FsmAgentError, ProviderStreamError, StreamLimitError
+from ..errors import ErrorKind, FsmAgentError, ProviderStreamError, StreamLimitError
 from ..events import AttemptFailed, FinishedResponse, FinishReason, StreamEnd
 from ..redact import redact, truncate
 from .shapes import PAYLOAD_ERRORS, as_malformed, parse_json
@@ -61,6 +62,7 @@ class WirePipeline:
         "_max_bytes",
         "_on_activity",
         "_pending",
+        "_route_owned",
         "_translator",
         "active",
         "bytes_read",
@@ -74,8 +76,10 @@ class WirePipeline:
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         on_activity: Callable[[str], None] | None = None,
+        route_owned: Callable[[BaseException], bool] | None = None,
     ) -> None:
         self._translator = translator
+        self._route_owned = route_owned
         self._decoder = SSEDecoder(max_line_bytes=max_bytes)
         self._max_bytes = max_bytes
         self._on_activity = on_activity
@@ -113,7 +117,7 @@ class WirePipeline:
         pending = self._pending
         if pending is not None:  # the stream ended before saying why: the error stands
             self._pending = None
-            events.append(AttemptFailed(_without_frames(pending)))
+            events.append(self._failed(_without_frames(pending)))
             return events
         events.append(StreamEnd(frames=self.frames, keepalives=self.keepalives, complete=self.done))
         return events
@@ -143,7 +147,7 @@ class WirePipeline:
                 produced = translator.frame(frame)
                 if self._pending is not None:
                     if not _reaches_limit(produced):  # the pending error stands, in their place
-                        events.append(AttemptFailed(_without_frames(self._pending)))
+                        events.append(self._failed(_without_frames(self._pending)))
                         self._pending = None
                         break
                     self._pending = None  # the answer reached its output limit: settled
@@ -162,7 +166,7 @@ class WirePipeline:
                     events.extend(exc.events_before)
                 failed = self._pending or exc  # a pending error was first: it stands
                 self._pending = None
-                events.append(AttemptFailed(_without_frames(failed)))
+                events.append(self._failed(_without_frames(failed)))
                 break
             except PAYLOAD_ERRORS as exc:  # the last net (SEC-4): a shape no rule foresaw
                 failed = self._pending or as_malformed(exc, frame.data, "stream frame")
@@ -170,6 +174,13 @@ class WirePipeline:
                 events.append(AttemptFailed(failed))
                 break
         return events
+
+    def _failed(self, error: BaseException) -> AttemptFailed:
+        """The event of an in-stream error; RC-7: with the route-owned kind when it is one."""
+        route_owned = self._route_owned
+        if route_owned is not None and route_owned(error):
+            return AttemptFailed(error, kind=ErrorKind.ROUTE_OWNED)
+        return AttemptFailed(error)
 
 
 def _reaches_limit(events: list[Any]) -> bool:
