@@ -33,7 +33,7 @@ $(DEMO_STAMP): pyproject.toml
 	touch $(DEMO_STAMP)
 
 $(STAMP): $(DEMO_STAMP)
-	$(PY) -m pip install -q -e '.[all,dev]'
+	$(PY) -m pip install -q -e '.[all,dev,frameworks]'
 	touch $(STAMP)
 
 $(DOCS_STAMP): $(DEMO_STAMP)

@@ -42,6 +42,17 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
     )
     from ._internal.health import MemoryHealth
     from ._internal.health_redis import RedisHealth
+    from ._internal.iterate.events import (
+        FinalEvent,
+        MarkerEvent,
+        ReasoningEvent,
+        ResetEvent,
+        StatusEvent,
+        StreamEvent,
+        TextEvent,
+        ToolArgsEvent,
+        ToolCallStartedEvent,
+    )
     from ._internal.recovery import Recovery
     from ._internal.result import Choice, StreamResult, ToolCall, Usage
     from ._internal.routes import Route
@@ -49,6 +60,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
     from ._internal.trace.replay import replay
     from ._internal.trace.report import ReplayReport
     from ._internal.trace.sinks import JsonlSink, MemorySink
+    from ._internal.wrap.api import wrap
 
 # Public name -> the module that defines it. One line per name: adding a name is adding a line here,
 # one under TYPE_CHECKING above, and one in __all__.
@@ -80,6 +92,17 @@ _WHERE: dict[str, str] = {
     "TraceFormatError": "._internal.errors",
     "Usage": "._internal.result",
     "replay": "._internal.trace.replay",
+    # issue 27 (WR-): the drop-in client and the iterator API's events
+    "wrap": "._internal.wrap.api",
+    "StreamEvent": "._internal.iterate.events",
+    "TextEvent": "._internal.iterate.events",
+    "ReasoningEvent": "._internal.iterate.events",
+    "ToolCallStartedEvent": "._internal.iterate.events",
+    "ToolArgsEvent": "._internal.iterate.events",
+    "MarkerEvent": "._internal.iterate.events",
+    "ResetEvent": "._internal.iterate.events",
+    "StatusEvent": "._internal.iterate.events",
+    "FinalEvent": "._internal.iterate.events",
 }
 
 if TYPE_CHECKING:
@@ -90,30 +113,40 @@ __all__ = [
     "Backoff",
     "Choice",
     "EmptyStreamError",
+    "FinalEvent",
     "FsmAgentError",
     "IncompleteStreamError",
     "JsonlSink",
     "MachineError",
+    "MarkerEvent",
     "MemoryHealth",
     "MemorySink",
     "ProviderStreamError",
     "ProviderUnresponsiveError",
+    "ReasoningEvent",
     "Recovery",
     "RedisHealth",
     "ReplayMismatch",
     "ReplayReport",
+    "ResetEvent",
     "Route",
     "Session",
+    "StatusEvent",
+    "StreamEvent",
     "StreamLimitError",
     "StreamResult",
     "StreamStalledError",
     "StreamingUnsupportedError",
+    "TextEvent",
     "Timeouts",
+    "ToolArgsEvent",
     "ToolCall",
+    "ToolCallStartedEvent",
     "ToolInputError",
     "TraceFormatError",
     "Usage",
     "replay",
+    "wrap",
 ]
 
 

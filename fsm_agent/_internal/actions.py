@@ -18,6 +18,7 @@ __all__ = [
     "CloseAttempt",
     "DeliverText",
     "Finish",
+    "LibraryText",
     "LoadRoute",
     "OpenAttempt",
     "Output",
@@ -113,6 +114,15 @@ class Reset(Frozen):
 
     def __init__(self, shown: str) -> None:
         set_field(self, "shown", shown)
+
+
+# -- issue 27 (WR-2, WR-3): the library's own text told apart from the model's ------------------------
+class LibraryText(TextDelta):
+    """A `DeliverText` as the driver delivers it: a `TextDelta` (so on_text, and whatever counts
+    delivered text, sees it as text) that a consumer of typed events can tell apart (a marker)."""
+
+    __slots__ = ()
+    text: str
 
 
 class Status(Frozen):

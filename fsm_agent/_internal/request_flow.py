@@ -36,7 +36,7 @@ _UNPLANNED = 180.0  # a watchdog's stale timeout until the request is planned (i
 class Call:
     """What the caller asked for: `stream()`'s and `astream()`'s arguments."""
 
-    __slots__ = ("api", "callbacks", "interrupt", "params", "target")
+    __slots__ = ("api", "callbacks", "interrupt", "on_library_text", "on_machine", "params", "target")
 
     def __init__(
         self,
@@ -48,6 +48,10 @@ class Call:
     ) -> None:
         self.target, self.params, self.api = target, params, api
         self.callbacks, self.interrupt = callbacks, interrupt
+        # WR-3 (the iterator API): the library's own text told apart, and the request's machine
+        # shown to the iterator (it reads the response's id and model for the wrapper's objects).
+        self.on_library_text: Callable[[str], Any] | None = None
+        self.on_machine: Callable[[Any], Any] | None = None
 
 
 class Kind:
@@ -207,10 +211,12 @@ def request_steps(session: Session, call: Call, kind: Kind) -> Steps:
         plan = yield from _planned(session, call, kind.in_async)
         watchdog.deadlines = plan.routes[0].attempt_deadlines(len(plan.routes) > 1)  # WD-5
         plan.begin((yield Begin(plan.link)), session.trace)
-        callbacks = Callbacks(*call.callbacks)
+        callbacks = Callbacks(*call.callbacks, on_library_text=call.on_library_text)
         driver = kind.driver(
             **plan.driver_args(callbacks, watchdog, session.max_bytes, in_async=kind.in_async)
         )
+        if call.on_machine is not None:
+            call.on_machine(driver.machine)
         try:
             if plan.telemetry is None:
                 result: StreamResult = yield Drive(driver)

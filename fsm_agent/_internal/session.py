@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backoff import Backoff
 from .deadlines import PhaseDeadlines, Timeouts, resolve_deadlines
@@ -32,6 +32,10 @@ from .result import StreamResult
 from .timeouts import resolve_retries, resolve_stale_giveup, resolve_stale_timeout
 from .trace.sinks import resolve_sink
 from .wire.pipeline import DEFAULT_MAX_BYTES
+
+if TYPE_CHECKING:
+    from .iterate.arun import AsyncEventStream
+    from .iterate.run import EventStream
 
 __all__ = ["RequestPlan", "Session"]
 
@@ -314,6 +318,37 @@ class Session:
         callbacks = (on_text, on_reasoning, on_tool_call, on_status, on_activity, on_tool_args, on_reset)
         call = Call(client_or_factory, params, api, callbacks, interrupt)
         return await aperform(request_steps(self, call, Kind(LoopWatchdog, AsyncDriver, in_async=True)))
+
+    # -- issue 27: the iterator API (WR-3) -------------------------------------------------------
+    def iter(
+        self, client_or_factory: Any, params: dict[str, Any] | None = None, api: str | None = None
+    ) -> EventStream:
+        """`stream()` as a `for` loop: the request's deliveries as typed events (WR-3).
+
+        ```python
+        for event in session.iter(client, params):
+            if event.kind == "text":
+                print(event.text, end="")
+        ```
+
+        Yields `TextEvent`, `ReasoningEvent`, `ToolCallStartedEvent`, `ToolArgsEvent`,
+        `MarkerEvent`, `ResetEvent`, `StatusEvent`, and a `FinalEvent` with the `StreamResult`
+        last. The arguments are `stream()`'s. Stopping early (`break` and dropping the iterator,
+        `close()`, a `with` block) ends the request, its stream closed once. The request's errors
+        are raised from the loop, as `stream()` raises them.
+        """
+        from .iterate.run import EventStream
+
+        return EventStream(self, client_or_factory, params, api)
+
+    def aiter(
+        self, client_or_factory: Any, params: dict[str, Any] | None = None, api: str | None = None
+    ) -> AsyncEventStream:
+        """`astream()` as an `async for` loop: the events of `iter()` (WR-3). Stopping early
+        (`aclose()`, an `async with` block, cancelling the consumer's task) ends the request."""
+        from .iterate.arun import AsyncEventStream
+
+        return AsyncEventStream(self, client_or_factory, params, api)
 
     def interrupt(self) -> None:
         """End every request of this session in flight now (thread-safe; RES-11)."""

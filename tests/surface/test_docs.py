@@ -30,7 +30,7 @@ import fsm_agent
 import fsm_agent.testing
 
 ROOT = Path(__file__).resolve().parents[2]
-PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC"
+PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC|WR"
 CITED = re.compile(rf"\b(?:{PREFIXES})-(?:[A-Z]\d*|\d+)\b")
 # A rule is defined as a list item opening with its anchor and its bold ID: `- <a id="res-4"></a>**RES-4**`.
 DEFINED = re.compile(
@@ -57,6 +57,7 @@ CONTRACT = {
     "RT": 4,
     "HL": 3,
     "OT": 3,
+    "WR": 4,
 }
 PROVIDER_RULES = {
     "PRV-C",
@@ -255,6 +256,7 @@ GUIDE_OUTPUT = {
     ("testing.md", 0): "9 passed",
     ("testing.md", 1): "ToolCall(id='call_emu1_0', name='get_weather'",
     ("telemetry.md", 0): '"name": "chat emulator-1"',
+    ("wrap.md", 0): 'get_weather {"city": "Paris"}\nattempts: 2',
 }
 
 

@@ -19,7 +19,7 @@ PROVIDES = {
 # Imported only where the library that needs it is already running (pytest loads its plugin).
 HOSTED = {"pytest"}
 # Extras that are tools of the project, not parts of the library a user imports.
-TOOLING = {"all", "dev", "docs"}
+TOOLING = {"all", "dev", "docs", "frameworks"}  # frameworks: test dependencies (issue 27)
 
 
 def _imported_roots() -> set[str]:

@@ -53,6 +53,7 @@ class Activity:
 class Callbacks:
     __slots__ = (
         "_activity",
+        "_library_text",
         "_reasoning",
         "_reset",
         "_status",
@@ -71,9 +72,14 @@ class Callbacks:
         on_activity: Callable[[str], Any] | None = None,
         on_tool_args: Callable[[int, str, Any], Any] | None = None,
         on_reset: Callable[[str], Any] | None = None,
+        *,
+        on_library_text: Callable[[str], Any] | None = None,
     ) -> None:
         self._text = on_text
         self._reset = on_reset  # RC-4
+        # WR-3: the library's own text (markers, warnings) to a consumer that tells it apart;
+        # without one it is on_text's, as any text (CB-1).
+        self._library_text = on_library_text if on_library_text is not None else on_text
         self._tool_args = on_tool_args
         self._reasoning = on_reasoning
         self._tool_call = on_tool_call
@@ -106,6 +112,8 @@ class Callbacks:
                     return self._reset(out.shown)
                 if self._text is not None:
                     return self._text(RESTART_MARKER)
+            elif kind is act.LibraryText and self._library_text is not None:
+                return self._library_text(out.text)
         except Exception as exc:
             raise CallbackError(exc) from exc
         return None

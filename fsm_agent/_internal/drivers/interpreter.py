@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import actions as act
 from ..errors import MachineError
-from ..events import AttemptClosed, Interrupt, Start, TextDelta, WaitOver
+from ..events import AttemptClosed, Interrupt, Start, WaitOver
 from ..request import RequestMachine
 
 __all__ = ["ActionLoop", "Decided", "Steps"]
@@ -62,7 +62,8 @@ class ActionLoop:
         The runner is sent: `OpenAttempt`, `CloseAttempt`, `RunFallback`, `Status`, `Wait` (it
         answers with `_waited()`), `Remember`, `LoadRoute`, `Raise` (it raises the error, or
         records it), and the deltas to deliver (`TextDelta`, `ReasoningDelta`, `ToolNamed`; the
-        library's own text comes as a `TextDelta`). A delivery's decision replaces what was left.
+        library's own text comes as a `LibraryText`, a `TextDelta`). A delivery's decision
+        replaces what was left.
         """
         # A few at a time: a list is smaller than a deque.
         pending: list[Any] = list(self._feed(Start()) if first is None else first)
@@ -86,7 +87,7 @@ class ActionLoop:
                 pending.extend(self._feed(Interrupt()))
                 continue
             if kind is act.DeliverText:
-                action = TextDelta(action.text)
+                action = act.LibraryText(action.text)  # a TextDelta, told apart (WR-3)
             decided = yield action
             if kind is act.CloseAttempt:
                 if action.then_feed_closed:
