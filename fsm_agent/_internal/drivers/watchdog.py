@@ -30,7 +30,6 @@ that read ends, within one stale timeout (tests/test_watchdog_fallback.py forces
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import logging
@@ -43,6 +42,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from ..sockets import shutdown_now
 from .activity_clock import ActivityClock
 
 log = logging.getLogger("fsm_agent")
@@ -113,8 +113,7 @@ def abort_blocked_read(thread_id: int, boundary: FrameType) -> None:
         for value in list(frame.f_locals.values()):
             sock = _socket_in(value)
             if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+                shutdown_now(sock)
                 return
 
 

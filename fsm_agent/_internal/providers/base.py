@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterat
 from typing import Any, Protocol
 
 from ..actions import OpenAttempt
+from ..sockets import shutdown_now
 from ..wire.pipeline import DEFAULT_MAX_BYTES, Translator, aread_json_body, read_json_body
 from ..wire.shapes import guarded, malformed
 
@@ -116,8 +117,7 @@ class Attempt:
     def abort(self) -> None:
         sock = self._sock
         if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+            shutdown_now(sock)
         elif self.objects is not None:
             # No socket to shut down (a custom client): closing its iterator is the best we can do.
             close = getattr(self.objects, "close", None)
@@ -163,8 +163,7 @@ class AsyncAttempt:
 
     def abort(self) -> None:
         if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.shutdown(socket.SHUT_RDWR)
+            shutdown_now(self._sock)
 
     async def aclose(self) -> None:
         self.close_calls += 1  # every call counts, so tests can tell "exactly once"
