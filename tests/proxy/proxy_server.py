@@ -10,13 +10,19 @@ own key is `PROXY_KEY`.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import uvicorn
 
 from fsm_agent.proxy import app, parse_config
@@ -116,3 +122,69 @@ def serve_in_thread(text: str) -> Iterator[ThreadServer]:
         yield server
     finally:
         server.stop()
+
+
+class ServeProcess:
+    """`fsm-agent serve` as a subprocess of its own session (its workers with it), on a free port;
+    `stop()` sends SIGTERM and waits, and kills the whole group if it lingers."""
+
+    def __init__(
+        self, config_path: str, *, workers: int = 1, extra_env: dict[str, str] | None = None
+    ) -> None:
+        self.port = free_port()
+        self.config_path = config_path
+        self.workers = workers
+        self.env = {**os.environ, **ENVIRON, **(extra_env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = f"{config_path}.{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> ServeProcess:
+        command = [
+            sys.executable, "-m", "fsm_agent", "serve", "--config", self.config_path,
+            "--port", str(self.port), "--workers", str(self.workers), "--log-level", "warning",
+            "--graceful-timeout", "2",
+        ]  # fmt: skip
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        pids: set[int] = set()
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"fsm-agent serve exited {self.process.returncode}: {self.output()}")
+            try:
+                pids.add(httpx.get(f"{self.url}/healthz", timeout=1).json()["pid"])
+            except (httpx.HTTPError, ValueError):
+                time.sleep(0.05)
+                continue
+            if len(pids) >= self.workers or self.workers == 1:
+                return self
+        self.stop()
+        raise RuntimeError(f"fsm-agent serve did not answer on {self.url}: {self.output()}")
+
+    def output(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as log:
+                return log.read()
+        except OSError:
+            return ""
+
+    def stop(self) -> int | None:
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)  # a worker left behind, if any
+        return process.returncode
