@@ -16,7 +16,8 @@ import pytest
 from proxy_server import PROXY_KEY, UPSTREAM_KEY, config_text, serve_in_thread
 
 import fsm_agent
-from fsm_agent.testing import DropMidFrame, Emulator, HttpError, Scenario, ScriptedToolCall, Stall
+from fsm_agent._internal.wrap.text_gate import RESET_LINE
+from fsm_agent.testing import DropAfter, DropMidFrame, Emulator, HttpError, Scenario, ScriptedToolCall, Stall
 
 ANSWER = "A steady answer, sent through the proxy in several small chunks."
 HEADERS = {"authorization": f"Bearer {PROXY_KEY}"}
@@ -142,3 +143,20 @@ def test_the_body_limit_and_a_bad_body_are_refused_before_any_upstream(emulator:
         assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_endpoint"
         assert raw.get(f"{proxy.url}/healthz").json()["status"] == "ok"
     assert emulator.requests == []
+
+
+def test_a_restarted_answer_reaches_the_client_as_a_restarting_line_then_the_new_answer(
+    emulator: Emulator,
+) -> None:
+    # RC-4 through the proxy: the text shown cannot be withdrawn from a client, so the reset is
+    # said in the text (as wrap() says it) and the new answer follows, ending as a whole answer.
+    first, second = "An answer that will be lost midway through.", "A fresh answer, whole."
+    emulator.script(Scenario.build(first, faults=[DropAfter(frames=1, kind="text")]), Scenario.build(second))
+    with serve_in_thread(config_text(emulator, session="recovery = { restart = true }")) as proxy:
+        client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=PROXY_KEY, max_retries=0, timeout=20)
+        chunks = list(client.chat.completions.create(model="chat", messages=CHAT["messages"], stream=True))
+        client.close()
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    shown, _, rest = text.partition(RESET_LINE)
+    assert first.startswith(shown) and shown and rest == second
+    assert chunks[-1].choices[0].finish_reason == "stop"
