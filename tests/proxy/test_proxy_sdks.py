@@ -15,7 +15,7 @@ import openai
 import pytest
 from proxy_server import PROXY_KEY, UPSTREAM_KEY, ThreadServer, config_text, serve_in_thread
 
-from fsm_agent.testing import DropAfter, Emulator, HttpError, Scenario, Stall
+from fsm_agent.testing import DropAfter, Emulator, HttpError, Scenario, ScriptedToolCall, ScriptedUsage, Stall
 
 ANSWER = "The proxy carried this answer whole, word by word."
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -185,3 +185,32 @@ def test_an_upstream_key_never_reaches_the_client(emulator: Emulator, proxy: Thr
     )
     assert status == 400
     assert UPSTREAM_KEY not in text and "Incorrect API key" in text
+
+
+def test_a_request_without_stream_gets_the_apis_whole_object_across_a_fault(
+    emulator: Emulator, proxy: ThreadServer
+) -> None:
+    call = ScriptedToolCall("get_weather", '{"city": "Paris"}')
+    usage = ScriptedUsage(input_tokens=12, output_tokens=7)
+    emulator.script(Scenario.build(ANSWER, faults=[DropAfter(frames=0)]), Scenario.build(ANSWER, usage=usage))
+    client = _openai(proxy)
+    completion = client.chat.completions.create(model="chat", messages=MESSAGES)
+    assert completion.choices[0].message.content == ANSWER
+    assert completion.choices[0].finish_reason == "stop" and completion.usage is not None
+    assert completion.usage.completion_tokens == 7
+    emulator.script(then=Scenario.build(ANSWER))
+    assert client.responses.create(model="chat", input="hi").output_text == ANSWER
+    client.close()
+
+    emulator.script(then=Scenario.build("Let me check.", tool_calls=[call]))
+    claude = _anthropic(proxy)
+    message = claude.messages.create(model="claude", max_tokens=100, messages=MESSAGES)
+    claude.close()
+    assert [block.type for block in message.content] == ["text", "tool_use"]
+    assert message.content[1].input == {"city": "Paris"}  # type: ignore[union-attr]
+    assert message.stop_reason == "tool_use"
+
+    emulator.script(then=Scenario.build(ANSWER, faults=[DropAfter(frames=1, kind="text")]))
+    with pytest.raises(openai.APIStatusError) as cut:
+        _openai(proxy).chat.completions.create(model="solo", messages=MESSAGES)
+    assert cut.value.status_code == 502 and "cut off" in str(cut.value)

@@ -30,7 +30,7 @@ from ..wrap.wire import WIRE_FORMATS, WireError, WireFormat
 from .config import ProxyConfig, load_config
 from .failures import Scrubber
 from .metrics import ProxyMetrics
-from .stream import ProxiedStream, error_headers
+from .stream import ProxiedStream, WholeAnswer, error_headers
 from .upstream import Upstreams
 
 __all__ = ["ProxyState", "build_app"]
@@ -142,15 +142,18 @@ def _endpoint(state: ProxyState, api: str) -> Any:
             return reject(
                 "bad_body", WireError(400, "invalid_request", "'model' is required", "missing_model")
             )
-        if body.get("stream") is not True:
-            message = "this proxy streams: send 'stream': true"
-            return reject("bad_body", WireError(400, "invalid_request", message, "stream_required"))
+        streaming = body.get("stream", False)
+        if not isinstance(streaming, bool):
+            return reject("bad_body", WireError(400, "invalid_request", "'stream' must be true or false"))
         routes = state.upstreams.routes(alias, api, body)
         if not routes:
             message = f"the model {alias!r} does not exist on this endpoint"
             return reject("unknown_model", WireError(404, "not_found", message, "model_not_found"))
         events = AsyncEventStream(state.session, routes, None, None, tool_args=False)
-        translator = wire.translator(events.meta, body, markers=config.markers)
+        shown = body
+        if not streaming and api == "chat_completions":  # the whole answer carries its usage
+            shown = {**body, "stream_options": {"include_usage": True}}
+        translator = wire.translator(events.meta, shown, markers=config.markers)
         metrics.in_flight.labels(api).inc()
 
         def on_end(outcome: str, result: Any, request_id: str | None) -> None:
@@ -170,7 +173,8 @@ def _endpoint(state: ProxyState, api: str) -> Any:
                 request_id,
             )
 
-        return ProxiedStream(
+        exchange = ProxiedStream if streaming else WholeAnswer
+        return exchange(
             events,
             translator,
             wire,

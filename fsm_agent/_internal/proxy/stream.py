@@ -27,7 +27,7 @@ from ..iterate.events import FinalEvent
 from ..wrap.wire import WireError, WireFormat
 from .failures import Scrubber, failure_of, incomplete_failure
 
-__all__ = ["ProxiedStream", "error_response"]
+__all__ = ["ProxiedStream", "WholeAnswer", "error_response"]
 
 _BATCH_BYTES = 64 * 1024
 _SSE_HEADERS = [
@@ -203,3 +203,39 @@ class ProxiedStream:
         await self._write(chunk, first=first)
         self.outcome = "ok"
         await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class WholeAnswer(ProxiedStream):
+    """A request that did not ask for a stream: the same request and translator, its payloads
+    folded into the API's final object (`WireFormat.whole`) and sent as one JSON body; an error or
+    a stub is an HTTP error with the API's body. A client that disconnects still cancels it."""
+
+    async def _serve(self) -> None:
+        events, translate = self.events, self.translator.event
+        payloads: list[dict[str, Any]] = []
+        try:
+            try:
+                async for event in events:
+                    if type(event) is FinalEvent:
+                        self.result = result = event.result
+                        if result.stub or result.incomplete:
+                            await self._fail(incomplete_failure(result, self.scrub))
+                            return
+                        payloads += self.translator.final(result)
+                    else:
+                        payloads += translate(event)
+            except Exception as exc:
+                await self._fail(failure_of(exc, self.scrub))
+                return
+            body = json.dumps(self.wire.whole(payloads), ensure_ascii=False).encode()
+            self.on_first_byte(time.monotonic() - self.started_at)
+            headers = [(b"content-type", b"application/json")]
+            request_id = self._request_id()
+            if request_id is not None:
+                headers.append((b"x-fsm-agent-request-id", request_id.encode("ascii", "replace")))
+            await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+            self._started = True
+            await self._send({"type": "http.response.body", "body": body, "more_body": False})
+            self.outcome = "ok"
+        finally:
+            await events.aclose()

@@ -97,6 +97,10 @@ class WireFormat:
         """The in-band error event ending a stream that has begun (no success marker after it)."""
         raise NotImplementedError
 
+    def whole(self, payloads: list[dict[str, Any]]) -> dict[str, Any]:
+        """The API's non-streaming answer: its final object, folded from a whole stream's payloads."""
+        raise NotImplementedError
+
 
 class _ChatWire(WireFormat):
     api = "chat_completions"
@@ -110,6 +114,41 @@ class _ChatWire(WireFormat):
         # What OpenAI sends mid-stream, and what the SDKs (Python, Node) raise `APIError` from.
         return self.frames([{"error": _openai_error(error)}])
 
+    def whole(self, payloads: list[dict[str, Any]]) -> dict[str, Any]:
+        first = payloads[0] if payloads else {}
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        texts: dict[str, list[str]] = {"content": [], "reasoning_content": [], "refusal": []}
+        calls: list[dict[str, Any]] = []
+        finish, usage = None, None
+        for chunk in payloads:
+            if chunk.get("usage") is not None:
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                for field, parts in texts.items():
+                    if delta.get(field):
+                        parts.append(delta[field])
+                calls.extend(
+                    {k: v for k, v in call.items() if k != "index"} for call in delta.get("tool_calls") or ()
+                )
+                finish = choice.get("finish_reason") or finish
+        for field, parts in texts.items():
+            if parts:
+                message[field] = "".join(parts)
+        message.setdefault("refusal", None)
+        if calls:
+            message["tool_calls"] = calls
+        answer: dict[str, Any] = {
+            "id": first.get("id"),
+            "object": "chat.completion",
+            "created": first.get("created"),
+            "model": first.get("model"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        }
+        if usage is not None:
+            answer["usage"] = usage
+        return answer
+
 
 class _ResponsesWire(WireFormat):
     api = "responses"
@@ -121,6 +160,10 @@ class _ResponsesWire(WireFormat):
         detail = _openai_error(error)
         payload = translator.error_event(detail)
         return self.frames([payload])
+
+    def whole(self, payloads: list[dict[str, Any]]) -> dict[str, Any]:
+        response: dict[str, Any] = payloads[-1]["response"]  # the terminal event holds it whole
+        return response
 
 
 class _AnthropicWire(WireFormat):
@@ -134,6 +177,37 @@ class _AnthropicWire(WireFormat):
 
     def error_frames(self, translator: Any, error: WireError) -> bytes:
         return self.frames([self.error_body(error)])
+
+    def whole(self, payloads: list[dict[str, Any]]) -> dict[str, Any]:
+        message: dict[str, Any] = {}
+        blocks: dict[int, dict[str, Any]] = {}
+        inputs: dict[int, list[str]] = {}
+        for event in payloads:
+            kind = event["type"]
+            if kind == "message_start":
+                message = dict(event["message"])
+            elif kind == "content_block_start":
+                blocks[event["index"]] = dict(event["content_block"])
+            elif kind == "content_block_delta":
+                block, delta = blocks[event["index"]], event["delta"]
+                if delta["type"] == "text_delta":
+                    block["text"] += delta["text"]
+                elif delta["type"] == "thinking_delta":
+                    block["thinking"] += delta["thinking"]
+                elif delta["type"] == "signature_delta":
+                    block["signature"] = delta["signature"]
+                elif delta["type"] == "input_json_delta":
+                    inputs.setdefault(event["index"], []).append(delta["partial_json"])
+            elif kind == "message_delta":
+                message.update(event["delta"])
+                message["usage"] = {**(message.get("usage") or {}), **event["usage"]}
+        for index, parts in inputs.items():
+            try:
+                blocks[index]["input"] = json.loads("".join(parts) or "{}")
+            except ValueError:  # arguments that are not JSON reach the caller as they came
+                blocks[index]["input"] = "".join(parts)
+        message["content"] = [blocks[index] for index in sorted(blocks)]
+        return message
 
 
 WIRE_FORMATS: dict[str, WireFormat] = {
