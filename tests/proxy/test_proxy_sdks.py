@@ -153,6 +153,8 @@ def test_an_error_before_the_first_byte_is_an_http_error_in_the_apis_format(
     with pytest.raises(openai.InternalServerError) as server_error:
         responses_text(proxy, model="solo")
     assert server_error.value.status_code == 503
+    assert server_error.value.response.headers["x-should-retry"] == "false"  # retried here already
+    assert "x-should-retry" not in rate.value.response.headers  # a 429 the client may retry later
 
 
 def test_unknown_models_and_paths_are_404_and_wrong_keys_401(emulator: Emulator, proxy: ThreadServer) -> None:

@@ -39,6 +39,10 @@ _SSE_HEADERS = [
 
 def error_headers(error: WireError) -> list[tuple[bytes, bytes]]:
     headers = [(b"content-type", b"application/json")]
+    if error.status >= 500:
+        # The session has spent its retries and routes on it already: the SDKs (openai, anthropic)
+        # would retry a 5xx on their own, multiplying the attempts; this header tells them not to.
+        headers.append((b"x-should-retry", b"false"))
     if error.retry_after is not None:
         headers.append((b"retry-after", error.retry_after.encode("latin-1", "replace")))
     return headers
