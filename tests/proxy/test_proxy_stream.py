@@ -16,6 +16,7 @@ import pytest
 from proxy_server import PROXY_KEY, UPSTREAM_KEY, config_text, serve_in_thread
 
 import fsm_agent
+from fsm_agent._internal.cli.__main__ import main as cli_main
 from fsm_agent._internal.wrap.text_gate import RESET_LINE
 from fsm_agent.testing import DropAfter, DropMidFrame, Emulator, HttpError, Scenario, ScriptedToolCall, Stall
 
@@ -114,6 +115,7 @@ def test_each_request_has_a_trace_file_that_replays_and_no_key_anywhere(
     assert files[0].stat().st_mode & 0o077 == 0  # SEC-3
     report = fsm_agent.replay(files[0])
     assert report.matched and len(report.steps) >= 4  # the error, the retry, the answer
+    assert cli_main(["replay", str(files[0])]) == 0  # `fsm-agent replay FILE` (TR-3, TR-4)
     everything = files[0].read_text() + metrics + response.text + caplog.text
     assert UPSTREAM_KEY not in everything
     assert 'fsm_agent_proxy_attempts_total{alias="chat",route="primary"} 2.0' in metrics

@@ -263,5 +263,4 @@ def build_app(config: ProxyConfig | str | os.PathLike[str]) -> Starlette:
         Route("/metrics", _metrics(state), methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found, 405: _not_found})
-    app.state.proxy = state
     return app
