@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed-stamp
 # own: the provider and resilience tests run there too (`make test-old-sdks`, run by .ci/run), and the
 # provider x driver matrix (tests/matrix/test_shared_behaviours.py) the shared behaviours of those
 # files moved to. The lowest `transitions` pyproject allows is installed there, so the engine is
-# tested at both ends.
+# tested at both ends. The proxy's SDK tests run there too: its upstream clients are the
+# installed SDKs, of either generation.
 OLD_VENV := .venv-old-sdks
 OLD_PY := $(OLD_VENV)/bin/python
 OLD_STAMP := $(OLD_VENV)/.installed-stamp
@@ -16,7 +17,8 @@ OLD_SDKS := 'openai>=1.40,<2' 'anthropic>=0.40,<1' 'transitions==0.9.0'
 # The files by name, in whichever layer directory of tests/ they sit (tests/*/), or at the top.
 OLD_SDK_TEST_NAMES := test_chat_*.py test_anthropic_*.py test_responses*.py test_async_*.py test_bedrock*.py \
 	test_cross_provider.py test_shared_behaviours.py test_*resilience*.py test_backoff*.py test_rate_limits.py \
-	test_sdk_internals.py test_user_surface.py test_pytest_plugin.py test_examples.py test_table_complete.py
+	test_sdk_internals.py test_user_surface.py test_pytest_plugin.py test_examples.py test_table_complete.py \
+	test_proxy_sdks.py
 OLD_SDK_TESTS = $(sort $(wildcard $(addprefix tests/,$(OLD_SDK_TEST_NAMES)) $(addprefix tests/*/,$(OLD_SDK_TEST_NAMES))))
 
 # LiteLLM's proxy, for bench/bench_proxy.py to measure `fsm-agent serve` against, in an environment
