@@ -4,7 +4,8 @@ Three ways to the same upstream over loopback: straight to it, through `fsm-agen
 worker), and through LiteLLM's proxy (one worker) configured for the same route. Printed: the
 time to the first byte of the answer and each chunk's latency (p50, p99; and what the proxy adds
 over the direct way), then how many concurrent streams one worker carries at a fixed chunk rate
-(20 chunks/s each) before its p99 chunk latency doubles from one stream's.
+(20 chunks/s each) before its p99 chunk latency doubles from one stream's (the median of three
+runs per level).
 
 The upstream is a minimal Chat Completions SSE server run by this script (`--upstream`), not the
 emulator: each chunk's text is the time it was sent on the machine's monotonic clock, which every
@@ -27,6 +28,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -270,14 +272,20 @@ async def concurrent_p99(port: int, streams: int, chunks: int, interval: float) 
 
 
 async def capacity(
-    port: int, levels: list[int], chunks: int, interval: float
+    port: int, levels: list[int], chunks: int, interval: float, repeats: int = 3
 ) -> list[tuple[int, float, int]]:
-    found = []
+    """(streams, median p99 over `repeats` runs, failed streams) per level, until two levels in a
+    row are past the doubling (one spike of a loaded machine does not end the curve)."""
+    found: list[tuple[int, float, int]] = []
     for streams in levels:
-        p99, failed = await concurrent_p99(port, streams, chunks, interval)
+        runs = [await concurrent_p99(port, streams, chunks, interval) for _ in range(repeats)]
+        p99 = statistics.median(run[0] for run in runs)
+        failed = sum(run[1] for run in runs)
         found.append((streams, p99, failed))
-        if failed or p99 > 4 * found[0][1]:
-            break  # well past the doubling: the curve shows where it doubled
+        base = found[0][1]
+        past = [level for level in found[-2:] if level[1] > 2 * base]
+        if failed or (len(found) > 2 and len(past) == 2):
+            break
     return found
 
 
