@@ -30,7 +30,7 @@ import fsm_agent
 import fsm_agent.testing
 
 ROOT = Path(__file__).resolve().parents[2]
-PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC|WR"
+PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC|WR|PX"
 CITED = re.compile(rf"\b(?:{PREFIXES})-(?:[A-Z]\d*|\d+)\b")
 # A rule is defined as a list item opening with its anchor and its bold ID: `- <a id="res-4"></a>**RES-4**`.
 DEFINED = re.compile(
@@ -58,6 +58,7 @@ CONTRACT = {
     "HL": 3,
     "OT": 3,
     "WR": 4,
+    "PX": 8,  # the proxy (issue 28)
 }
 PROVIDER_RULES = {
     "PRV-C",

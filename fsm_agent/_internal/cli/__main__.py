@@ -36,6 +36,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("fsm_agent._internal.cli.replay_cmd", "replay a transition trace offline"),
     "diagram": ("fsm_agent._internal.cli.diagram_cmd", "write the state diagrams of the machine"),
     "tune": ("fsm_agent._internal.cli.tune_cmd", "recommend the watchdog's deadlines from traces"),
+    "serve": ("fsm_agent._internal.cli.serve_cmd", "run the streaming proxy (OpenAI and Anthropic APIs)"),
 }
 # Subcommands that run a Session, and so read the FSM_AGENT_STREAM_* variables.
 _READ_ENVIRONMENT = frozenset({"demo", "stream"})

@@ -220,6 +220,14 @@ class ResponsesTranslator:
         out.append(self._event({"type": f"response.{response['status']}", "response": response}))
         return out
 
+    def error_event(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """The API's `error` event, next in the stream's sequence (the proxy's in-band end, PX-5):
+        `code`, `message`, `param` as the API sends them, and `error`, the OpenAI error object."""
+        event = {"type": "error", "code": detail.get("code"), "message": detail.get("message")}
+        event["param"] = None
+        event["error"] = detail
+        return self._event(event)
+
     @staticmethod
     def _whole_response(result: StreamResult) -> dict[str, Any] | None:
         """The provider's own final response, when the answer came whole."""
