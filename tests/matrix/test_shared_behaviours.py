@@ -91,13 +91,20 @@ def test_wd1_stall_exhausted_raises_and_streak_grows(lane: Lane) -> None:
     lane.assert_clean()
 
 
+# A stall after the stream has begun: only the phase it happens in has a short deadline, so a
+# starved process slow to send the first frames is never stalled earlier, at connect or at the
+# first event (which would be retried, or raised, before any text: the race these tests must not run).
+AFTER_TEXT = fsm_agent.Timeouts(text=0.3)
+IN_TOOL_ARGS = fsm_agent.Timeouts(tool_args=0.3)
+
+
 @lanes()
 def test_wd1_stall_after_text_gives_stub(lane: Lane) -> None:
     scenario = Scenario.build(
         "One two three four five six seven.", faults=[Stall(2, seconds=10, kind="text")]
     )
     lane.emulator.script(scenario, Scenario.build("never"))
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=10.0, timeouts=AFTER_TEXT)
     got = lane.collect()
     result = lane.stream(session, got, activity=True)
     assert result.stub and result.content == got.text.strip() and result.finish_reason == "length"
@@ -114,7 +121,9 @@ def test_wd1_stall_mid_tool_call_retried_with_marker(lane: Lane) -> None:
     stalled = Scenario.build("Writing.", tool_calls=[WRITE], faults=[Stall(2, seconds=10, kind="tool_args")])
     lane.emulator.script(stalled, Scenario.build("Writing.", tool_calls=[WRITE]))
     got = lane.collect()
-    result = lane.stream(fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3), got, activity=True)
+    result = lane.stream(
+        fsm_agent.Session(backoff=INSTANT, stale_timeout=10.0, timeouts=IN_TOOL_ARGS), got, activity=True
+    )
     assert sum("reconnecting" in t for t in got.texts) == 1
     assert [(c.name, c.arguments) for c in result.tool_calls] == [("write_file", WRITE.arguments)]
     assert result.attempts == 2 and not result.stub
@@ -127,7 +136,7 @@ def test_wd1_stall_mid_tool_call_exhausted_stub_with_warning(lane: Lane) -> None
     stalled = Scenario.build("Writing.", tool_calls=[WRITE], faults=[Stall(2, seconds=10, kind="tool_args")])
     lane.emulator.script(stalled)
     got = lane.collect()
-    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=0.3, retries=0)
+    session = fsm_agent.Session(backoff=INSTANT, stale_timeout=10.0, timeouts=IN_TOOL_ARGS, retries=0)
     result = lane.stream(session, got, activity=True)
     assert result.stub and result.dropped_tool_names == ["write_file"]
     assert "Stream stalled mid tool-call" in got.texts[-1] and result.content.endswith(got.texts[-1])
