@@ -11,9 +11,9 @@ or streaming-unsupported 400 keeps its own handling). Never imports an SDK, neve
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..errors import ErrorKind, ProviderStreamError, aws_error_code, classify, error_text, status_of
+from ..frozen import Frozen, set_field
 
 __all__ = ["RouteRejections"]
 
@@ -31,8 +31,7 @@ def _code_of(error: BaseException) -> str:
     return ""
 
 
-@dataclass(frozen=True, slots=True)
-class RouteRejections:
+class RouteRejections(Frozen):
     """One API's words for a route-owned rejection (RC-7).
 
     `statuses`: the HTTP statuses it comes with (an in-stream error has none and is matched by
@@ -42,10 +41,23 @@ class RouteRejections:
     `INVALID_ARGUMENT`) and the message decides.
     """
 
+    __slots__ = ("coded_words", "codes", "statuses", "words")
     statuses: frozenset[int]
     codes: frozenset[str]
     words: re.Pattern[str] | None
-    coded_words: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    coded_words: tuple[tuple[str, re.Pattern[str]], ...]
+
+    def __init__(
+        self,
+        statuses: frozenset[int],
+        codes: frozenset[str],
+        words: re.Pattern[str] | None,
+        coded_words: tuple[tuple[str, re.Pattern[str]], ...] = (),
+    ) -> None:
+        set_field(self, "statuses", statuses)
+        set_field(self, "codes", codes)
+        set_field(self, "words", words)
+        set_field(self, "coded_words", coded_words)
 
     def owns(self, error: BaseException) -> bool:
         """Whether `error` is a rejection of this route's own (RC-7)."""
