@@ -76,6 +76,50 @@ def test_a_request_loads_only_its_own_sdk_resource_and_no_telemetry(
     assert report == {"content": "Hello there.", "loaded": [needed]}
 
 
+SIDE_BY_SIDE_SCRIPT = r"""
+import json, sys
+api, who = sys.argv[1], sys.argv[2]
+sdk = __import__("openai" if api == "chat" else "anthropic")
+from fsm_agent import Session
+from fsm_agent.testing import Emulator, Scenario
+
+messages = [{"role": "user", "content": "hi"}]
+with Emulator(default=Scenario.build("Hello there.")) as emu:
+    if api == "chat":
+        client = sdk.OpenAI(base_url=emu.openai_base_url, api_key="sk-test-key-12345", max_retries=0)
+        params = {"model": "gpt-4.1", "messages": messages}
+    else:
+        client = sdk.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test-12345", max_retries=0)
+        params = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": messages}
+    before = set(sys.modules)
+    if who == "fsm_agent":
+        content = Session().stream(client, params).content
+    elif api == "chat":
+        stream = client.chat.completions.create(stream=True, **params)
+        content = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    else:
+        stream = client.messages.create(stream=True, **params)
+        deltas = (e.delta for e in stream if e.type == "content_block_delta")
+        content = "".join(d.text for d in deltas if d.type == "text_delta")
+    client.close()
+print(json.dumps({"content": content, "loaded": sorted(set(sys.modules) - before)}))
+"""
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic"])
+def test_the_first_request_loads_no_module_the_bare_sdks_does_not_but_its_adapter(api: str) -> None:
+    """Side by side in fresh interpreters, the same first request made with the bare SDK and
+    through a Session: what the Session's request imports beyond the SDK's is its provider's own
+    adapter modules, nothing else (no SDK resource the request does not use, no OpenTelemetry
+    API an SDK did not import itself, no telemetry of ours with no provider set)."""
+    bare = run(SIDE_BY_SIDE_SCRIPT, api, "sdk")
+    ours = run(SIDE_BY_SIDE_SCRIPT, api, "fsm_agent")
+    assert bare["content"] == ours["content"] == "Hello there."
+    extra = sorted(set(ours["loaded"]) - set(bare["loaded"]))  # type: ignore[call-overload]
+    adapters = [name for name in extra if name.startswith("fsm_agent._internal.providers.")]
+    assert extra == adapters and adapters, extra
+
+
 PROVIDER_SCRIPT = r"""
 import json, sys
 import openai

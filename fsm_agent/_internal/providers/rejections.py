@@ -38,21 +38,23 @@ class RouteRejections(Frozen):
     code or words alone); `codes`: provider error codes that say it by themselves (lower case);
     `words`: what its message says, matched on the message and body; `coded_words`: (code,
     pattern) pairs where the code alone is too broad (Bedrock's `ValidationException`, Gemini's
-    `INVALID_ARGUMENT`) and the message decides.
+    `INVALID_ARGUMENT`) and the message decides. A pattern given as text (its flags inline, as
+    `(?i)`) is compiled at its first search, by `re`'s own cache: only a failed request reads it,
+    so importing an adapter compiles none.
     """
 
     __slots__ = ("coded_words", "codes", "statuses", "words")
     statuses: frozenset[int]
     codes: frozenset[str]
-    words: re.Pattern[str] | None
-    coded_words: tuple[tuple[str, re.Pattern[str]], ...]
+    words: str | re.Pattern[str] | None
+    coded_words: tuple[tuple[str, str | re.Pattern[str]], ...]
 
     def __init__(
         self,
         statuses: frozenset[int],
         codes: frozenset[str],
-        words: re.Pattern[str] | None,
-        coded_words: tuple[tuple[str, re.Pattern[str]], ...] = (),
+        words: str | re.Pattern[str] | None,
+        coded_words: tuple[tuple[str, str | re.Pattern[str]], ...] = (),
     ) -> None:
         set_field(self, "statuses", statuses)
         set_field(self, "codes", codes)
@@ -73,6 +75,6 @@ class RouteRejections(Frozen):
             return True
         text = error_text(error)
         for coded, pattern in self.coded_words:
-            if code == coded and pattern.search(text):
+            if code == coded and re.search(pattern, text):
                 return True
-        return self.words is not None and self.words.search(text) is not None
+        return self.words is not None and re.search(self.words, text) is not None
