@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from .partial_json import PartialJson, PartialJsonError
@@ -73,18 +72,22 @@ def _join(pieces: Pieces) -> str:
     return text
 
 
-@dataclass(slots=True)
 class ToolSlot:
-    index: int
-    id: str = ""
-    name: str = ""
-    fragments: Pieces = field(default_factory=Pieces)
-    extra: dict[str, Any] | None = None
-    position: int = 0  # where the call stands in the result's tool_calls (the callbacks' index)
-    # ACC-11: the arguments' reader while they are watched; None once it failed (invalid JSON)
-    reader: PartialJson | None = None
-    args_taken_at: float = float("-inf")  # when a big call's value was last taken (`take_args`)
-    type: str = "function"
+    """One tool call as its fragments arrive."""
+
+    __slots__ = ("args_taken_at", "extra", "fragments", "id", "index", "name", "position", "reader", "type")
+
+    def __init__(self, index: int, position: int = 0) -> None:
+        self.index = index
+        self.id = ""
+        self.name = ""
+        self.fragments = Pieces()
+        self.extra: dict[str, Any] | None = None
+        self.position = position  # where the call stands in the result's tool_calls (the callbacks' index)
+        # ACC-11: the arguments' reader while they are watched; None once it failed (invalid JSON)
+        self.reader: PartialJson | None = None
+        self.args_taken_at = float("-inf")  # when a big call's value was last taken (`take_args`)
+        self.type = "function"
 
     def to_tool_call(self, at_limit: bool = False) -> ToolCall:
         """The call; `at_limit`: the answer stopped at its output limit, so arguments that are not

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Final
 
+from .frozen import Frozen, set_field
 from .timeouts import resolve_stale_timeout
 
 __all__ = [
@@ -77,16 +78,32 @@ class Timeouts:
         return {name: value for name in (*PHASES, "liveness") if (value := getattr(self, name)) is not None}
 
 
-@dataclass(frozen=True, slots=True)
-class PhaseDeadlines:
+class PhaseDeadlines(Frozen):
     """One route's resolved deadlines: every phase's progress deadline and the liveness deadline."""
 
+    __slots__ = ("connect", "first_event", "liveness", "text", "thinking", "tool_args")
     connect: float
     first_event: float
     thinking: float
     text: float
     tool_args: float
     liveness: float
+
+    def __init__(
+        self,
+        connect: float,
+        first_event: float,
+        thinking: float,
+        text: float,
+        tool_args: float,
+        liveness: float,
+    ) -> None:
+        set_field(self, "connect", connect)
+        set_field(self, "first_event", first_event)
+        set_field(self, "thinking", thinking)
+        set_field(self, "text", text)
+        set_field(self, "tool_args", tool_args)
+        set_field(self, "liveness", liveness)
 
     @classmethod
     def single(cls, stale_timeout: float) -> PhaseDeadlines:
@@ -108,7 +125,9 @@ class PhaseDeadlines:
         (WD-5: `first_event` is the threshold for leaving a route, not for giving up)."""
         if route_left or self.first_event >= self.thinking:
             return self
-        return replace(self, first_event=self.thinking)
+        return PhaseDeadlines(
+            self.connect, self.thinking, self.thinking, self.text, self.tool_args, self.liveness
+        )
 
     def as_dict(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in (*PHASES, "liveness")}

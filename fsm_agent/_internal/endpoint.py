@@ -23,12 +23,12 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .actions import Remember
 from .errors import ErrorKind, classify
+from .frozen import Frozen, set_field
 from .health import EndpointHealth, EndpointKey, HealthChange, HealthStore, bounded
 from .urls import is_botocore_client, url_text
 
@@ -69,24 +69,56 @@ def endpoint_key(api: str, client: Any, model: str | None) -> EndpointKey:
     return EndpointKey(api=api, base_url=base_url_of(client), model=model or "")
 
 
-@dataclass(frozen=True, slots=True)
-class HealthSettings:
+class HealthSettings(Frozen):
+    __slots__ = ("breaker_cooldown", "probe_lease", "stale_giveup")
     stale_giveup: int
     breaker_cooldown: float
     probe_lease: float  # how long a probe holds the half-open slot if its process dies mid-way
 
+    def __init__(self, stale_giveup: int, breaker_cooldown: float, probe_lease: float) -> None:
+        set_field(self, "stale_giveup", stale_giveup)
+        set_field(self, "breaker_cooldown", breaker_cooldown)
+        set_field(self, "probe_lease", probe_lease)
 
-@dataclass(frozen=True, slots=True)
-class StartFacts:
-    """What the request's context starts from (`RequestContext` fields of the same names)."""
 
+class StartFacts(Frozen):
+    """What the request's context starts from (`RequestContext` fields of the same names, listed
+    in `__match_args__`)."""
+
+    __slots__ = (
+        "breaker_probe",
+        "breaker_retry_at",
+        "cooldown_s",
+        "prefill_refused",
+        "stale_streak",
+        "stream_options_unsupported",
+        "streaming_disabled",
+    )
     stale_streak: int
     streaming_disabled: bool
     stream_options_unsupported: bool
     cooldown_s: float
     breaker_probe: bool
     breaker_retry_at: float | None
-    prefill_refused: bool = False  # RC-3
+    prefill_refused: bool  # RC-3
+
+    def __init__(
+        self,
+        stale_streak: int,
+        streaming_disabled: bool,
+        stream_options_unsupported: bool,
+        cooldown_s: float,
+        breaker_probe: bool,
+        breaker_retry_at: float | None,
+        prefill_refused: bool = False,
+    ) -> None:
+        set_field(self, "stale_streak", stale_streak)
+        set_field(self, "streaming_disabled", streaming_disabled)
+        set_field(self, "stream_options_unsupported", stream_options_unsupported)
+        set_field(self, "cooldown_s", cooldown_s)
+        set_field(self, "breaker_probe", breaker_probe)
+        set_field(self, "breaker_retry_at", breaker_retry_at)
+        set_field(self, "prefill_refused", prefill_refused)
 
 
 def wall_clock() -> float:

@@ -189,27 +189,23 @@ _TRANSIENT_MODULES = frozenset(
     {"httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic", "botocore", "urllib3"}
 )
 
-_CONNECTION_LOST = re.compile(
-    r"connection (was |has been )?(lost|reset|closed|terminated|aborted|dropped)|peer closed|"
-    r"broken pipe|network error|incomplete chunked read|server disconnected",
-    re.IGNORECASE,
+# The texts that classify a failure, as patterns compiled at their first search (by `re`'s own
+# cache): only a failed request reads them, so importing the module compiles none.
+_CONNECTION_LOST = (
+    r"(?i)connection (was |has been )?(lost|reset|closed|terminated|aborted|dropped)|peer closed|"
+    r"broken pipe|network error|incomplete chunked read|server disconnected"
 )
 # PRV-A3: the Anthropic SDK's partial-JSON parser errors on a cut stream.
-_PARSER_ERRORS = re.compile(
-    r"expected ident at line|expected value at line|eof while parsing|trailing comma at line",
-    re.IGNORECASE,
-)
-_STREAM_OPTIONS_REJECTED = re.compile(
-    r"stream_options.{0,80}(extra|unsupported|not supported|unrecognized|unrecognised|unknown|"
+_PARSER_ERRORS = r"(?i)expected ident at line|expected value at line|eof while parsing|trailing comma at line"
+_STREAM_OPTIONS_REJECTED = (
+    r"(?is)stream_options.{0,80}(extra|unsupported|not supported|unrecognized|unrecognised|unknown|"
     r"not permitted|not allowed|invalid)|(extra|unsupported|unrecognized|unrecognised|unknown|"
-    r"not permitted|invalid)[^.]{0,80}stream_options",
-    re.IGNORECASE | re.DOTALL,
+    r"not permitted|invalid)[^.]{0,80}stream_options"
 )
-_STREAMING_UNSUPPORTED = re.compile(
-    r"stream(ing)?( mode)? (is )?(not |un)(supported|available|enabled|allowed)|"
+_STREAMING_UNSUPPORTED = (
+    r"(?i)stream(ing)?( mode)? (is )?(not |un)(supported|available|enabled|allowed)|"
     r"does not support stream|doesn't support stream|streaming unsupported|"
-    r"InvokeModelWithResponseStream",
-    re.IGNORECASE,
+    r"InvokeModelWithResponseStream"
 )
 _FATAL_STREAM_CODES = frozenset(
     {
@@ -326,7 +322,7 @@ def aws_error_code(exc: BaseException) -> str:
 
 def is_parser_error(exc: BaseException) -> bool:
     """PRV-A3: one of the Anthropic SDK's stream-parser errors on a cut or garbled stream."""
-    return isinstance(exc, ValueError) and _PARSER_ERRORS.search(str(exc)) is not None
+    return isinstance(exc, ValueError) and re.search(_PARSER_ERRORS, str(exc)) is not None
 
 
 def provider_error_type(exc: BaseException) -> str | None:
@@ -445,9 +441,9 @@ def classify(exc: BaseException) -> ErrorKind:
             return ErrorKind.TRANSIENT
         if _transient_in_stream(code, exc.body):
             return ErrorKind.TRANSIENT
-        if _CONNECTION_LOST.search(str(exc)):
+        if re.search(_CONNECTION_LOST, str(exc)):
             return ErrorKind.TRANSIENT
-        if _STREAMING_UNSUPPORTED.search(str(exc)):
+        if re.search(_STREAMING_UNSUPPORTED, str(exc)):
             return ErrorKind.STREAMING_UNSUPPORTED
         return ErrorKind.PERMANENT
     status = status_of(exc)
@@ -455,9 +451,9 @@ def classify(exc: BaseException) -> ErrorKind:
     if provider_error_type(exc) in _TRANSIENT_PROVIDER_CODES and (status is None or status < 300):
         # An error event the SDK raised from inside a 200 stream (e.g. Anthropic overloaded_error).
         return ErrorKind.TRANSIENT
-    if status in (400, 422) and _STREAM_OPTIONS_REJECTED.search(text):
+    if status in (400, 422) and re.search(_STREAM_OPTIONS_REJECTED, text):
         return ErrorKind.STREAM_OPTIONS_REJECTED
-    if status is not None and 400 <= status < 500 and _STREAMING_UNSUPPORTED.search(text):
+    if status is not None and 400 <= status < 500 and re.search(_STREAMING_UNSUPPORTED, text):
         return ErrorKind.STREAMING_UNSUPPORTED
     if status is not None:
         # BO-1: the server's own word, when it gives one, overrides the status.
@@ -476,7 +472,7 @@ def classify(exc: BaseException) -> ErrorKind:
     if any(mod in _TRANSIENT_MODULES and name in _TRANSIENT_CLASS_NAMES for mod, name in keys):
         return ErrorKind.TRANSIENT
     if any(mod in ("openai", "anthropic") and name == "APIError" for mod, name in keys):
-        return ErrorKind.TRANSIENT if _CONNECTION_LOST.search(text) else ErrorKind.PERMANENT
+        return ErrorKind.TRANSIENT if re.search(_CONNECTION_LOST, text) else ErrorKind.PERMANENT
     if is_parser_error(exc):
         return ErrorKind.TRANSIENT
     return ErrorKind.PERMANENT

@@ -57,17 +57,36 @@ _KEY = 6  # after ',' in an object
 _COLON = 7
 _DONE = 8  # the root value is complete: whitespace only
 
-_WS = re.compile(r"[ \t\n\r]*")
-# The characters and whole escapes of a string (stops at its close, a cut escape or a bad one).
-_STR_BODY = re.compile(r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*')
-# What may still become an escape once more text arrives.
-_ESCAPE_START = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?")
-_HIGH_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
-_NUM_RUN = re.compile(r"[0-9eE.+\-]*")
-_NUMBER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-# What may still become a low-surrogate escape once more text arrives.
-_LOW_ESCAPE_PREFIX = re.compile(r"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]{0,2})?)?)?)?")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# The reader's patterns, compiled when the first reader is made (`_compile_patterns`): a process
+# whose requests carry no tool call never needs them, and importing the module compiles none.
+_WS: re.Pattern[str]
+_STR_BODY: re.Pattern[str]
+_ESCAPE_START: re.Pattern[str]
+_HIGH_ESCAPE: re.Pattern[str]
+_NUM_RUN: re.Pattern[str]
+_NUMBER_TEXT: re.Pattern[str]
+_LOW_ESCAPE_PREFIX: re.Pattern[str]
+_SURROGATE: re.Pattern[str]
+_compiled = False
+
+
+def _compile_patterns() -> None:
+    global _WS, _STR_BODY, _ESCAPE_START, _HIGH_ESCAPE, _NUM_RUN, _NUMBER_TEXT, _LOW_ESCAPE_PREFIX
+    global _SURROGATE, _compiled
+    _WS = re.compile(r"[ \t\n\r]*")
+    # The characters and whole escapes of a string (stops at its close, a cut escape or a bad one).
+    _STR_BODY = re.compile(r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*')
+    # What may still become an escape once more text arrives.
+    _ESCAPE_START = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?")
+    _HIGH_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
+    _NUM_RUN = re.compile(r"[0-9eE.+\-]*")
+    _NUMBER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+    # What may still become a low-surrogate escape once more text arrives.
+    _LOW_ESCAPE_PREFIX = re.compile(r"(?:\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]{0,2})?)?)?)?")
+    _SURROGATE = re.compile("[\ud800-\udfff]")
+    _compiled = True  # last: a reader made meanwhile in another thread compiles them again
+
+
 # json's own string scanner (C), which json.loads uses: strict, surrogate pairs joined.
 _scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _LITERALS: dict[str, tuple[str, Any]] = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
@@ -104,6 +123,8 @@ class PartialJson:
     )
 
     def __init__(self) -> None:
+        if not _compiled:
+            _compile_patterns()
         self._mode = _VALUE
         # Open containers, outermost first: [dict, key of the value in progress] or [list, None].
         # A container joins its parent only when it closes, so the parents hold finished values.

@@ -44,28 +44,39 @@ SECRET_HEADERS = frozenset(
     {"authorization", "x-api-key", "api-key", "x-goog-api-key", "x-amz-security-token", "cookie"}
 )
 
-_PATTERNS = (
+# The well-known secret shapes, compiled at the first text redacted (`_shapes`): a request that
+# writes no error, log line or trace text never needs them.
+_SHAPE_SOURCES = (
     # "Authorization: Bearer …", "x-api-key: …" and JSON forms of them
-    re.compile(
-        r"(?i)((?:authorization|x-api-key|api[-_]key|x-goog-api-key|x-amz-security-token|"
-        r"aws_secret_access_key|aws_session_token|secret[-_]?key|password)\"?\s*[:=]\s*\"?)"
-        r"(?:bearer\s+)?[^\s\",}]+"
-    ),
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
+    r"(?i)((?:authorization|x-api-key|api[-_]key|x-goog-api-key|x-amz-security-token|"
+    r"aws_secret_access_key|aws_session_token|secret[-_]?key|password)\"?\s*[:=]\s*\"?)"
+    r"(?:bearer\s+)?[^\s\",}]+",
+    r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}",
     # provider key shapes: sk-…, sk-ant-…, sk-proj-…, gsk_…, xai-…, AIza…, AWS access key ids
-    re.compile(r"()\b(?:sk|rk|pk)-[A-Za-z0-9_-]{8,}"),
-    re.compile(r"()\b(?:gsk_|xai-)[A-Za-z0-9_-]{16,}"),
-    re.compile(r"()\bAIza[0-9A-Za-z_-]{20,}"),
-    re.compile(r"()\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    r"()\b(?:sk|rk|pk)-[A-Za-z0-9_-]{8,}",
+    r"()\b(?:gsk_|xai-)[A-Za-z0-9_-]{16,}",
+    r"()\bAIza[0-9A-Za-z_-]{20,}",
+    r"()\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
     # AWS session tokens (STS): long base64 text beginning with the shapes STS issues them in
-    re.compile(r"()\b(?:FwoGZXIvYXdzE|IQoJb3JpZ2luX2Vj|IQo[A-Za-z0-9])[A-Za-z0-9/+=]{40,}"),
+    r"()\b(?:FwoGZXIvYXdzE|IQoJb3JpZ2luX2Vj|IQo[A-Za-z0-9])[A-Za-z0-9/+=]{40,}",
 )
+_shape_patterns: tuple[re.Pattern[str], ...] | None = None
+
+
+def _shapes() -> tuple[re.Pattern[str], ...]:
+    global _shape_patterns
+    if _shape_patterns is None:
+        _shape_patterns = tuple(re.compile(source) for source in _SHAPE_SOURCES)
+    return _shape_patterns
+
 
 # A client key shorter than this is not redacted on its own (a test key "x" would blank every x).
 MIN_SECRET = 8
 _MAX_SECRETS = 64  # the most recent client keys kept; older ones still match the shapes above
 _lock = threading.Lock()
 _secrets: OrderedDict[str, None] = OrderedDict()
+# The remembered keys as one pattern, made at the first text redacted after a key was added (each
+# request remembers its client's key: compiling it then would cost every first request).
 _secret_pattern: re.Pattern[str] | None = None
 
 
@@ -81,8 +92,16 @@ def remember_secret(value: object) -> None:
         _secrets[value] = None
         while len(_secrets) > _MAX_SECRETS:
             _secrets.popitem(last=False)
-        ordered = sorted(_secrets, key=len, reverse=True)  # the longest first: no partial leftovers
-        _secret_pattern = re.compile("|".join(re.escape(secret) for secret in ordered))
+        _secret_pattern = None
+
+
+def _secrets_pattern() -> re.Pattern[str] | None:
+    global _secret_pattern
+    with _lock:
+        if _secret_pattern is None and _secrets:
+            ordered = sorted(_secrets, key=len, reverse=True)  # the longest first: no partial leftovers
+            _secret_pattern = re.compile("|".join(re.escape(secret) for secret in ordered))
+        return _secret_pattern
 
 
 def remember_client_secrets(client: Any) -> None:
@@ -109,9 +128,11 @@ def _plain_attribute(obj: Any, name: str) -> Any:
 
 def redact(text: str) -> str:
     pattern = _secret_pattern
+    if pattern is None and _secrets:
+        pattern = _secrets_pattern()
     if pattern is not None:
         text = pattern.sub("[REDACTED]", text)
-    for shape in _PATTERNS:
+    for shape in _shape_patterns or _shapes():
         text = shape.sub(lambda m: m.group(1) + "[REDACTED]", text)
     return text
 

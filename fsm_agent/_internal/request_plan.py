@@ -7,11 +7,9 @@ starts. Performs no I/O of its own: the health reads and writes it prepares are 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .drivers.callbacks import Callbacks
@@ -38,24 +36,51 @@ __all__ = ["RequestPlan", "new_machine", "plan_request"]
 log = logging.getLogger("fsm_agent")
 
 # The request's context fields a start of the endpoint's health sets (`StartFacts`, `RouteLoaded`).
-_FACTS = tuple(field.name for field in dataclasses.fields(StartFacts))
+_FACTS = StartFacts.__match_args__
 
 
-@dataclass(slots=True)
 class RequestPlan:
     """What a driver needs for one request, prepared alike for stream() and astream()."""
 
-    source: ClientSource
-    adapter: ProviderAdapter
-    params: dict[str, Any]
-    machine: RequestMachine
-    stale_timeout: float
-    link: EndpointLink
-    api: str
-    model: str | None
-    routes: list[PreparedRoute]  # RT-1: the first is the one `source`, `adapter`, `params`, `link` belong to
-    telemetry: RequestTelemetry | None = None  # OT-1: this request's spans and metrics
-    on_route: Callable[[EndpointKey], None] | None = None  # the session's latest endpoint (HL-1)
+    __slots__ = (
+        "adapter",
+        "api",
+        "link",
+        "machine",
+        "model",
+        "on_route",
+        "params",
+        "routes",
+        "source",
+        "stale_timeout",
+        "telemetry",
+    )
+
+    def __init__(
+        self,
+        source: ClientSource,
+        adapter: ProviderAdapter,
+        params: dict[str, Any],
+        machine: RequestMachine,
+        stale_timeout: float,
+        link: EndpointLink,
+        api: str,
+        model: str | None,
+        routes: list[PreparedRoute],
+        telemetry: RequestTelemetry | None = None,
+        on_route: Callable[[EndpointKey], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.adapter = adapter
+        self.params = params
+        self.machine = machine
+        self.stale_timeout = stale_timeout
+        self.link = link
+        self.api = api
+        self.model = model
+        self.routes = routes  # RT-1: the first is the one `source`, `adapter`, `params`, `link` belong to
+        self.telemetry = telemetry  # OT-1: this request's spans and metrics
+        self.on_route = on_route  # the session's latest endpoint (HL-1)
 
     def begin(self, facts: StartFacts, trace: Any) -> None:
         """The endpoint's health as the request starts: into its context, and the trace header."""

@@ -49,19 +49,48 @@ class Route:
         )
 
 
-@dataclass(slots=True)
 class PreparedRoute:
-    index: int
-    name: str
-    source: ClientSource
-    adapter: ProviderAdapter
-    params: dict[str, Any]
-    api: str
-    model: str | None
-    stale_timeout: float
-    link: EndpointLink | None = None  # HL-1: this route's endpoint health, as the request sees it
-    retries: int | None = None  # RC-8: this route's own cap on its retries (None: the session's)
-    deadlines: PhaseDeadlines | None = None  # WD-5: the watchdog's deadlines on this route
+    """A route as a request runs it (see the module's docstring)."""
+
+    __slots__ = (
+        "adapter",
+        "api",
+        "deadlines",
+        "index",
+        "link",
+        "model",
+        "name",
+        "params",
+        "retries",
+        "source",
+        "stale_timeout",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        name: str,
+        source: ClientSource,
+        adapter: ProviderAdapter,
+        params: dict[str, Any],
+        api: str,
+        model: str | None,
+        stale_timeout: float,
+        link: EndpointLink | None = None,
+        retries: int | None = None,
+        deadlines: PhaseDeadlines | None = None,
+    ) -> None:
+        self.index = index
+        self.name = name
+        self.source = source
+        self.adapter = adapter
+        self.params = params
+        self.api = api
+        self.model = model
+        self.stale_timeout = stale_timeout
+        self.link = link  # HL-1: this route's endpoint health, as the request sees it
+        self.retries = retries  # RC-8: this route's own cap on its retries (None: the session's)
+        self.deadlines = deadlines  # WD-5: the watchdog's deadlines on this route
 
     def attempt_deadlines(self, route_left: bool) -> PhaseDeadlines:
         """The deadlines an attempt of this route runs under (`PhaseDeadlines.for_attempt`)."""

@@ -7,9 +7,9 @@ while the request runs (so the caller's own instrumentation nests under it); a c
 attempt, per non-streaming fallback and per wait; one span event `fsm_agent.transition` per
 record; the result's (or the error's) attributes at the end; then the metrics of OT-2.
 
-The session imports this module only when telemetry is on and `opentelemetry-api` imports, so
-without it nothing here is ever loaded. Tracer and meter come from the global providers: a no-op
-until the application configures the OpenTelemetry SDK, and then no code of ours changes.
+The session imports this module only when telemetry is on and a tracer or meter provider is set
+(`observe.sdk_configured`), so without one nothing here is ever loaded. Tracer and meter come from
+the global providers, and once the application has set one, no code of ours changes.
 
 Never raises into a request and never changes its outcome (OT-3): every entry point catches what
 the SDK (a broken processor or exporter) or this module raises, and logs it. Never records prompt
@@ -34,6 +34,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from .observe import sdk_configured
 from .redact import error_text, traceback_text
 from .result import StreamResult
 from .telemetry_attributes import (
@@ -45,7 +46,13 @@ from .telemetry_attributes import (
 )
 from .trace.records import TransitionRecord
 
-__all__ = ["CAPTURE_CONTENT_ENV", "RequestTelemetry", "Telemetry", "capture_content_from_env"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "RequestTelemetry",
+    "Telemetry",
+    "capture_content_from_env",
+    "sdk_configured",
+]
 
 log = logging.getLogger("fsm_agent")
 
@@ -86,35 +93,6 @@ _FIRST_CHUNK_TRIGGERS = frozenset({"text", "tool_start"})
 # The GenAI conventions' advised bucket boundaries.
 _DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
 _TOKEN_BUCKETS = [float(4**n) for n in range(14)]
-
-
-def _proxy_meter_provider_type() -> type | None:
-    # The API's stand-in meter provider before the application sets one; its class is private,
-    # so it is looked up defensively (None: every provider counts as configured).
-    try:
-        from opentelemetry.metrics import _internal
-    except ImportError:  # pragma: no cover - a future API without the module
-        return None
-    found = getattr(_internal, "_ProxyMeterProvider", None)
-    return found if isinstance(found, type) else None
-
-
-_PROXY_METER_PROVIDER = _proxy_meter_provider_type()
-_UNSET_TRACER_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-_UNSET_METER_PROVIDERS: tuple[type, ...] = (metrics.NoOpMeterProvider,) + (
-    (_PROXY_METER_PROVIDER,) if _PROXY_METER_PROVIDER is not None else ()
-)
-
-
-def sdk_configured() -> bool:
-    """True when the application has set a tracer or a meter provider (the OpenTelemetry SDK, or
-    any other). Until then every span and instrument is a no-op, so a request skips telemetry
-    altogether (OT-3: its cost stays off the request); checked per request, so a provider set
-    later is used from the next request on."""
-    return not (
-        isinstance(trace.get_tracer_provider(), _UNSET_TRACER_PROVIDERS)
-        and isinstance(metrics.get_meter_provider(), _UNSET_METER_PROVIDERS)
-    )
 
 
 def capture_content_from_env() -> bool:
@@ -198,11 +176,6 @@ class Telemetry:
     def __init__(self, capture_content: bool | None = None) -> None:
         self.capture_content = capture_content_from_env() if capture_content is None else capture_content
         self._tracer = trace.get_tracer("fsm_agent")
-
-    @staticmethod
-    def active() -> bool:
-        """Whether a request's spans and metrics would go anywhere (see `sdk_configured`)."""
-        return sdk_configured()
 
     def request(
         self, *, api: str, model: str | None, params: Mapping[str, Any], client: Any

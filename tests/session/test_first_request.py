@@ -76,6 +76,130 @@ def test_a_request_loads_only_its_own_sdk_resource_and_no_telemetry(
     assert report == {"content": "Hello there.", "loaded": [needed]}
 
 
+SIDE_BY_SIDE_SCRIPT = r"""
+import json, sys
+api, who = sys.argv[1], sys.argv[2]
+sdk = __import__("openai" if api == "chat" else "anthropic")
+from fsm_agent import Session
+from fsm_agent.testing import Emulator, Scenario
+
+messages = [{"role": "user", "content": "hi"}]
+with Emulator(default=Scenario.build("Hello there.")) as emu:
+    if api == "chat":
+        client = sdk.OpenAI(base_url=emu.openai_base_url, api_key="sk-test-key-12345", max_retries=0)
+        params = {"model": "gpt-4.1", "messages": messages}
+    else:
+        client = sdk.Anthropic(base_url=emu.anthropic_base_url, api_key="sk-ant-test-12345", max_retries=0)
+        params = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": messages}
+    before = set(sys.modules)
+    if who == "fsm_agent":
+        content = Session().stream(client, params).content
+    elif api == "chat":
+        stream = client.chat.completions.create(stream=True, **params)
+        content = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    else:
+        stream = client.messages.create(stream=True, **params)
+        deltas = (e.delta for e in stream if e.type == "content_block_delta")
+        content = "".join(d.text for d in deltas if d.type == "text_delta")
+    client.close()
+print(json.dumps({"content": content, "loaded": sorted(set(sys.modules) - before)}))
+"""
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic"])
+def test_the_first_request_loads_no_module_the_bare_sdks_does_not_but_its_adapter(api: str) -> None:
+    """Side by side in fresh interpreters, the same first request made with the bare SDK and
+    through a Session: what the Session's request imports beyond the SDK's is its provider's own
+    adapter modules, nothing else (no SDK resource the request does not use, no OpenTelemetry
+    API an SDK did not import itself, no telemetry of ours with no provider set)."""
+    bare = run(SIDE_BY_SIDE_SCRIPT, api, "sdk")
+    ours = run(SIDE_BY_SIDE_SCRIPT, api, "fsm_agent")
+    assert bare["content"] == ours["content"] == "Hello there."
+    extra = sorted(set(ours["loaded"]) - set(bare["loaded"]))  # type: ignore[call-overload]
+    adapters = [name for name in extra if name.startswith("fsm_agent._internal.providers.")]
+    assert extra == adapters and adapters, extra
+
+
+IMPORT_SCRIPT = r"""
+import dataclasses, json, sys
+before = set(sys.modules)
+from fsm_agent import Session
+from fsm_agent._internal import partial_json, redact
+loaded = sorted(set(sys.modules) - before)
+ours = [sys.modules[name] for name in loaded if name.startswith("fsm_agent")]
+dataclasses_made = sorted(
+    f"{value.__module__}.{value.__qualname__}"
+    for module in ours
+    for value in vars(module).values()
+    if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == module.__name__
+)
+print(json.dumps({
+    "loaded": loaded,
+    "patterns": [
+        redact._shape_patterns is not None, redact._secret_pattern is not None, partial_json._compiled
+    ],
+    "dataclasses": dataclasses_made,
+}))
+"""
+
+# What `from fsm_agent import Session` must leave for later: the SDKs and OpenTelemetry, every
+# provider's adapter (imported by the first request of its API), and what only a trace, the CLI,
+# the testing kit, wrap() or the iterators use.
+_NOT_AT_IMPORT = (
+    "openai",
+    "anthropic",
+    "botocore",
+    "google",
+    "opentelemetry",
+    "structlog",
+    "fsm_agent._internal.telemetry",
+    "fsm_agent._internal.providers.openai_chat",
+    "fsm_agent._internal.providers.openai_responses",
+    "fsm_agent._internal.providers.anthropic",
+    "fsm_agent._internal.providers.anthropic_events",
+    "fsm_agent._internal.providers.bedrock",
+    "fsm_agent._internal.providers.gemini",
+    "fsm_agent._internal.trace.codec",
+    "fsm_agent._internal.trace.reader",
+    "fsm_agent._internal.trace.replay",
+    "fsm_agent._internal.cli",
+    "fsm_agent._internal.wrap",
+    "fsm_agent._internal.iterate",
+    "fsm_agent.testing",
+)
+# The public value classes, dataclasses by contract (`dataclasses.replace`, `fields`), and the
+# guards' context; every other class on the import path is a plain or `Frozen` class (a dataclass
+# costs ~0.4 ms to define).
+_DATACLASSES_AT_IMPORT = {
+    "fsm_agent._internal.backoff.Backoff",
+    "fsm_agent._internal.deadlines.Timeouts",
+    "fsm_agent._internal.guards.RequestContext",
+    "fsm_agent._internal.health.EndpointHealth",
+    "fsm_agent._internal.health.EndpointKey",
+    "fsm_agent._internal.health.HealthChange",
+    "fsm_agent._internal.recovery.Recovery",
+    "fsm_agent._internal.result.Choice",
+    "fsm_agent._internal.result.StreamResult",
+    "fsm_agent._internal.result.ToolCall",
+    "fsm_agent._internal.routes.Route",
+    "fsm_agent._internal.trace.records.TransitionRecord",
+}
+
+
+def test_importing_session_loads_only_the_request_path_and_compiles_no_pattern() -> None:
+    """`from fsm_agent import Session` in a fresh interpreter: nothing of the list above is loaded,
+    the redaction and partial-JSON patterns wait for their first use, and no internal class is a
+    dataclass. None of it measures time (bench/bench_cold.py does)."""
+    report = run(IMPORT_SCRIPT)
+    loaded = report["loaded"]
+    early = [
+        name for name in loaded for lazy in _NOT_AT_IMPORT if name == lazy or name.startswith(lazy + ".")
+    ]  # type: ignore[attr-defined]
+    assert early == []
+    assert report["patterns"] == [False, False, False]
+    assert set(report["dataclasses"]) <= _DATACLASSES_AT_IMPORT, report["dataclasses"]  # type: ignore[arg-type]
+
+
 PROVIDER_SCRIPT = r"""
 import json, sys
 import openai

@@ -18,13 +18,22 @@ def infer_api(client: Any, params: dict[str, Any] | None = None) -> str:
     shaped for it (`input` and no `messages`), else Chat Completions."""
     if is_botocore_client(client) and hasattr(client, "converse_stream"):
         return "bedrock_converse"  # before the probes below: each miss is a botocore hook trip
-    module = type(client).__module__.split(".", 1)[0]
-    if type(client).__module__.startswith("google.genai") or _is_genai_shaped(client):
+    module = type(client).__module__
+    if module.startswith("google.genai"):
         return "gemini_generate_content"  # PRV-N: genai.Client and its .aio
-    if module == "anthropic" or (hasattr(client, "messages") and not hasattr(client, "chat")):
+    package = module.split(".", 1)[0]
+    if package == "anthropic":
         return "anthropic_messages"
-    if hasattr(client, "converse_stream"):
-        return "bedrock_converse"
+    # An SDK's own client is told by its package; any other object by its shape. The shape probes
+    # are not asked of an openai client: its `models` is a lazy resource, and reading it imports
+    # and builds a module the request never uses (~15 ms of a process's first request).
+    if package != "openai":
+        if _is_genai_shaped(client):
+            return "gemini_generate_content"
+        if hasattr(client, "messages") and not hasattr(client, "chat"):
+            return "anthropic_messages"
+        if hasattr(client, "converse_stream"):
+            return "bedrock_converse"
     if params and "input" in params and "messages" not in params and hasattr(client, "responses"):
         return "responses"
     return "chat_completions"

@@ -11,7 +11,6 @@ nowhere itself. Never decides policy.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..actions import OpenAttempt
@@ -55,10 +54,9 @@ def _as_message(body: Any) -> Any:
 ANTHROPIC_REJECTIONS = RouteRejections(
     statuses=frozenset({400}),
     codes=frozenset(),
-    words=re.compile(
-        r"prompt is too long|input length and `?max_tokens`? exceed context limit|"
-        r"exceeds? (the )?context (limit|window)",
-        re.IGNORECASE,
+    words=(
+        r"(?i)prompt is too long|input length and `?max_tokens`? exceed context limit|"
+        r"exceeds? (the )?context (limit|window)"
     ),
 )
 

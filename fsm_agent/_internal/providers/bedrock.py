@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import socket
 import sys
 import threading
@@ -589,12 +588,11 @@ def _capped_send(request: Any, **_: Any) -> Any:
 # one too: "The provided model identifier is invalid.", "... with on-demand throughput isn't
 # supported" (the model needs an inference profile), "model ... is not supported". A
 # `ValidationException` with other words is a malformed request: raised (RT-2).
-_BEDROCK_TOO_LONG = re.compile(
-    r"input is too long|prompt is too long|input tokens exceeded|too many input tokens|"
+_BEDROCK_TOO_LONG = (
+    r"(?i)input is too long|prompt is too long|input tokens exceeded|too many input tokens|"
     r"maximum context length|exceeds? the (model'?s? )?(maximum|context)|"
     r"model identifier is invalid|on-demand throughput isn.t supported|"
-    r"model[^.]{0,80}(is not supported|is not available|not found)",
-    re.IGNORECASE,
+    r"model[^.]{0,80}(is not supported|is not available|not found)"
 )
 BEDROCK_REJECTIONS = RouteRejections(
     statuses=frozenset({400}),

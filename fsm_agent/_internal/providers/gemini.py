@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -198,8 +197,8 @@ GEMINI_REJECTIONS = RouteRejections(
     codes=frozenset(),
     words=None,
     coded_words=(
-        ("invalid_argument", re.compile(r"token count[^.]{0,60}exceeds the maximum", re.IGNORECASE)),
-        ("failed_precondition", re.compile(r"location is not supported", re.IGNORECASE)),
+        ("invalid_argument", r"(?i)token count[^.]{0,60}exceeds the maximum"),
+        ("failed_precondition", r"(?i)location is not supported"),
     ),
 )
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -362,8 +361,8 @@ def _is_finished_completion(obj: Any) -> bool:
 CHAT_REJECTIONS = RouteRejections(
     statuses=frozenset({400, 413, 422}),
     codes=frozenset({"context_length_exceeded", "model_not_found", "exceed_context_size_error"}),
-    words=re.compile(
-        r"maximum context length|context length (exceeded|is exceeded)|context window|"
+    words=(
+        r"(?i)maximum context length|context length (exceeded|is exceeded)|context window|"
         r"exceeds? the (available )?context (size|length|window)|"
         r"reduce the length of the (messages|input|prompt)|prompt is too long|"
         r"too large for model with \d+ maximum context length|"
@@ -371,8 +370,7 @@ CHAT_REJECTIONS = RouteRejections(
         r"input token count[^.]{0,40}exceeds the maximum|"
         r"model[^.]{0,80}(does not exist|not exist|is not a valid model|is not available)|"
         r"invalid model|unknown model|no such model|"
-        r"does not support (tools|function calling|images|image input|vision)",
-        re.IGNORECASE,
+        r"does not support (tools|function calling|images|image input|vision)"
     ),
 )
 

@@ -14,7 +14,6 @@ final object, lazily. Never decides policy.
 from __future__ import annotations
 
 import json
-import re
 from functools import partial
 from typing import Any
 
@@ -516,7 +515,7 @@ def _is_finished_response(obj: Any) -> bool:
 RESPONSES_REJECTIONS = RouteRejections(
     statuses=frozenset({400}),
     codes=frozenset({"context_length_exceeded", "model_not_found"}),
-    words=re.compile(r"exceeds the context window|maximum context length", re.IGNORECASE),
+    words=r"(?i)exceeds the context window|maximum context length",
 )
 
 

@@ -11,9 +11,9 @@ or streaming-unsupported 400 keeps its own handling). Never imports an SDK, neve
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..errors import ErrorKind, ProviderStreamError, aws_error_code, classify, error_text, status_of
+from ..frozen import Frozen, set_field
 
 __all__ = ["RouteRejections"]
 
@@ -31,21 +31,35 @@ def _code_of(error: BaseException) -> str:
     return ""
 
 
-@dataclass(frozen=True, slots=True)
-class RouteRejections:
+class RouteRejections(Frozen):
     """One API's words for a route-owned rejection (RC-7).
 
     `statuses`: the HTTP statuses it comes with (an in-stream error has none and is matched by
     code or words alone); `codes`: provider error codes that say it by themselves (lower case);
     `words`: what its message says, matched on the message and body; `coded_words`: (code,
     pattern) pairs where the code alone is too broad (Bedrock's `ValidationException`, Gemini's
-    `INVALID_ARGUMENT`) and the message decides.
+    `INVALID_ARGUMENT`) and the message decides. A pattern given as text (its flags inline, as
+    `(?i)`) is compiled at its first search, by `re`'s own cache: only a failed request reads it,
+    so importing an adapter compiles none.
     """
 
+    __slots__ = ("coded_words", "codes", "statuses", "words")
     statuses: frozenset[int]
     codes: frozenset[str]
-    words: re.Pattern[str] | None
-    coded_words: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    words: str | re.Pattern[str] | None
+    coded_words: tuple[tuple[str, str | re.Pattern[str]], ...]
+
+    def __init__(
+        self,
+        statuses: frozenset[int],
+        codes: frozenset[str],
+        words: str | re.Pattern[str] | None,
+        coded_words: tuple[tuple[str, str | re.Pattern[str]], ...] = (),
+    ) -> None:
+        set_field(self, "statuses", statuses)
+        set_field(self, "codes", codes)
+        set_field(self, "words", words)
+        set_field(self, "coded_words", coded_words)
 
     def owns(self, error: BaseException) -> bool:
         """Whether `error` is a rejection of this route's own (RC-7)."""
@@ -61,6 +75,6 @@ class RouteRejections:
             return True
         text = error_text(error)
         for coded, pattern in self.coded_words:
-            if code == coded and pattern.search(text):
+            if code == coded and re.search(pattern, text):
                 return True
-        return self.words is not None and self.words.search(text) is not None
+        return self.words is not None and re.search(self.words, text) is not None

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..events import ReasoningDelta, RefusalDelta, ResponseMeta, TextDelta
-from .codec import encode_event
 from .records import SCHEMA_VERSION, TransitionRecord
 
 __all__ = [
@@ -79,6 +78,10 @@ def event_item(event: object, t: float) -> str:
         ):
             # Chat Completions sends one with every chunk: skip the general encoder.
             return f'[{t!r},"ResponseMeta",{{"id":{_quote(meta.id)},"model":{_quote(meta.model)}}}]'
+    # The general encoder (and its module) only when a sink records such an event: a request
+    # whose trace holds no wire events never imports the codec.
+    from .codec import encode_event
+
     fields = encode_event(event)
     kind = fields.pop("kind")
     item = [t, kind, fields] if fields else [t, kind]
