@@ -434,6 +434,7 @@ def _set_inputs(
     ctx.route = _take(inputs, "route", (int,), ctx.route, line)
     ctx.stall_phase = _take(inputs, "stall_phase", (str,), None, line)  # WD-8; older traces: none
     ctx.stall_clock = _take(inputs, "stall_clock", (str,), None, line)
+    ctx.plain = _take(inputs, "plain", (bool,), False, line)  # WR-1; older traces: none
     if ctx.error_kind is ErrorKind.TRANSIENT and any(name in overrides for name in _BACKOFF):
         # BO-5: what-if back-off settings: the wait is recomputed from the recorded hint and seed
         ctx.wait_s, ctx.wait_source = wait_before(

@@ -69,6 +69,34 @@ class Runner:
         events = EventStream(self.session, target, call_params, api, tool_args=False)
         return WrappedStream(events, objects(translator(events.meta, params, markers=self.markers)))
 
+    def plain(self, client: Any, params: dict[str, Any], api: str, answer: str | None = None) -> Any:
+        """A call without streaming run by the session (WR-1): its answer as the SDK's own object
+        (`plain.PLAIN[answer or api]`); awaitable for an async client."""
+        from . import plain
+
+        target = self.target(client, params, api)
+        handed = plain.PLAIN[answer or api]
+        if self.is_async:
+            return self._aplain(target, params, api, handed)
+        result = plain.run(self.session, target, None if isinstance(target, list) else params, api)
+        return handed.build(result, params, same_api=_own_api(target, api, result.route))
+
+    async def _aplain(self, target: Any, params: dict[str, Any], api: str, handed: Any) -> Any:
+        from . import plain
+
+        result = await plain.arun(self.session, target, None if isinstance(target, list) else params, api)
+        return handed.build(result, params, same_api=_own_api(target, api, result.route))
+
+
+def _own_api(target: Any, api: str, answered_by: str | None) -> bool:
+    """Whether the route that answered speaks the call's own API (its answer is the SDK's own)."""
+    if not isinstance(target, list):
+        return True
+    for route in target:
+        if route.name is not None and route.name == answered_by:
+            return route.api in (None, api)
+    return answered_by is not None and answered_by.startswith(f"{api}:")  # a route's default name
+
 
 class Forward:
     """Every attribute not defined here is the wrapped object's own."""
