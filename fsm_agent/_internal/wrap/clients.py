@@ -78,13 +78,15 @@ class Runner:
         handed = plain.PLAIN[answer or api]
         if self.is_async:
             return self._aplain(target, params, api, handed)
-        result = plain.run(self.session, target, None if isinstance(target, list) else params, api)
+        routes = isinstance(target, list)
+        result = plain.run(self.session, target, None if routes else params, None if routes else api)
         return handed.build(result, params, same_api=_own_api(target, api, result.route))
 
     async def _aplain(self, target: Any, params: dict[str, Any], api: str, handed: Any) -> Any:
         from . import plain
 
-        result = await plain.arun(self.session, target, None if isinstance(target, list) else params, api)
+        routes = isinstance(target, list)
+        result = await plain.arun(self.session, target, None if routes else params, None if routes else api)
         return handed.build(result, params, same_api=_own_api(target, api, result.route))
 
 

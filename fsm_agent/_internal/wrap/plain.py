@@ -36,13 +36,13 @@ __all__ = ["PLAIN", "PlainAnswer", "arun", "run"]
 _NO_CALLBACKS = (None,) * len(CALLBACK_NAMES)
 
 
-def _call(target: Any, params: dict[str, Any] | None, api: str) -> Call:
+def _call(target: Any, params: dict[str, Any] | None, api: str | None) -> Call:
     call = Call(target, params, api, _NO_CALLBACKS, None)
     call.plain = True  # WR-1: every attempt is the plain request
     return call
 
 
-def run(session: Session, target: Any, params: dict[str, Any] | None, api: str) -> StreamResult:
+def run(session: Session, target: Any, params: dict[str, Any] | None, api: str | None) -> StreamResult:
     """The plain request, blocking, as `stream()` runs a request."""
     from ..drivers.sync import SyncDriver
     from ..drivers.watchdog import Watchdog
@@ -51,7 +51,7 @@ def run(session: Session, target: Any, params: dict[str, Any] | None, api: str) 
     return perform(steps)
 
 
-async def arun(session: Session, target: Any, params: dict[str, Any] | None, api: str) -> StreamResult:
+async def arun(session: Session, target: Any, params: dict[str, Any] | None, api: str | None) -> StreamResult:
     """The plain request, awaited, as `astream()` runs a request."""
     from ..drivers.aio import AsyncDriver
     from ..drivers.aio_watchdog import LoopWatchdog
@@ -273,7 +273,10 @@ def _anthropic_make(cls: type | None, payload: dict[str, Any]) -> Any:
 
 def _gemini_make(cls: type | None, payload: dict[str, Any]) -> Any:
     assert cls is not None
-    return cls.model_validate(payload)  # type: ignore[attr-defined]
+    response = cls.model_validate(payload)  # type: ignore[attr-defined]
+    # what the SDK's own `generate_content` leaves there when it called no function itself
+    response.automatic_function_calling_history = []
+    return response
 
 
 def _as_is(cls: type | None, payload: dict[str, Any]) -> Any:
