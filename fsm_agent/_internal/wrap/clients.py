@@ -1,11 +1,12 @@
-"""The stand-ins `wrap()` returns: each SDK's client with its streaming calls run by the session.
+"""The stand-ins `wrap()` returns: each SDK's client with its calls run by the session.
 
 A stand-in forwards every attribute it does not define to the wrapped object (files,
 embeddings, models, `base_url`, …: the client's own, unchanged). It defines the namespaces whose
 calls stream (`chat.completions`, `responses`, `messages`) and `with_options` / `copy`, which
 return a stand-in of the client they make, so a framework that re-configures the client (as
-openai-agents does with `with_options(max_retries=0)`) keeps the wrap. A streaming call's keyword
-arguments become the request's params, less `stream` and the SDK's "not given" placeholders.
+openai-agents does with `with_options(max_retries=0)`) keeps the wrap. A call's keyword
+arguments become the request's params, less `stream` and the SDK's "not given" placeholders;
+`Runner.stream` runs a streaming call, `Runner.plain` one without streaming (`plain.py`).
 Never reads the wire.
 """
 
