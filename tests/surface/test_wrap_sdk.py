@@ -409,3 +409,41 @@ def test_bedrock_and_gemini_stubs_end_in_a_max_tokens_stop(emulator: Emulator) -
     assert last.candidates[0].finish_reason == genai_types.FinishReason.MAX_TOKENS
     assert last.fsm_agent["incomplete"] is True and last.fsm_agent["stub"] is True
     gemini.close()
+
+
+def test_async_responses_and_gemini_streams_equal_the_bare_clients(emulator: Emulator) -> None:
+    gemini = genai.Client(api_key="k", http_options={"base_url": emulator.gemini_base_url})
+
+    def digest(items: list[Any]) -> tuple[str, list[Any], Any]:
+        parts = [p for r in items for p in r.candidates[0].content.parts or []]
+        text = "".join(p.text or "" for p in parts if not p.thought)
+        calls = [(p.function_call.name, p.function_call.args) for p in parts if p.function_call]
+        return text, calls, items[-1].candidates[0].finish_reason
+
+    async def main() -> None:
+        bare = aoai(emulator)
+        wrapped = fsm_agent.wrap(bare, session())
+        emulator.reset()
+        emulator.script(ANSWER)
+        expected = [event async for event in await bare.responses.create(**RESPONSES, stream=True)]
+        emulator.reset()
+        emulator.script(ANSWER)
+        events = [event async for event in await wrapped.responses.create(**RESPONSES, stream=True)]
+        assert type(events[-1]) is ResponseCompletedEvent
+        assert without(events[-1].response.model_dump(), "created_at") == without(
+            expected[-1].response.model_dump(), "created_at"
+        )
+        await bare.close()
+        wrapped_gemini = fsm_agent.wrap(gemini, session())
+        emulator.reset()
+        emulator.script(ANSWER)
+        bare_items = [r async for r in await gemini.aio.models.generate_content_stream(**GEMINI)]
+        emulator.reset()
+        emulator.script(ANSWER)
+        items = [r async for r in await wrapped_gemini.aio.models.generate_content_stream(**GEMINI)]
+        assert all(type(r) is genai_types.GenerateContentResponse for r in items)
+        assert digest(items) == digest(bare_items)
+        await gemini.aio.aclose()
+
+    asyncio.run(main())
+    gemini.close()
