@@ -323,3 +323,14 @@ def test_async_plain_calls_are_retried_and_answer_the_sdks_own_object(emulator: 
         await close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("record_wire", [False, True])
+def test_a_plain_requests_trace_replays(emulator: Emulator, tmp_path: Any, record_wire: bool) -> None:
+    trace = tmp_path / "plain.jsonl"
+    settings = {"trace": str(trace), "record_wire": record_wire}
+    wrapped = fsm_agent.wrap(bare(APIS[0], emulator.openai_base_url), session(**settings))
+    limited = Scenario(faults=(HttpError(429, retry_after=0.05),))
+    same_bytes(emulator, lambda: wrapped.chat.completions.create(**CHAT), limited, ANSWER)
+    report = fsm_agent.replay(trace)
+    assert report.matched, report.first_mismatch

@@ -76,6 +76,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "final_raise": (bool,),
     "route_prefill": (list,),
     "timeouts": (Timeouts,),  # WD-10: what if the watchdog's phases had had these deadlines
+    "plain": (bool,),  # WR-1: a wrapped client's call without streaming
 }
 # Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
 _NON_NEGATIVE = frozenset(
@@ -102,6 +103,7 @@ _DEFAULTS: dict[str, Any] = {
     "recover_restart": False,
     "final_raise": False,
     "route_prefill": [],
+    "plain": False,
 }
 
 
@@ -225,6 +227,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         recover_restart=settings["recover_restart"],
         final_raise=settings["final_raise"],
         route_prefill=tuple(flag is True for flag in settings["route_prefill"]),
+        plain=settings["plain"],
     )
     # no hooks: a replay logs nothing
     return RequestMachine(ctx, request_id=request_id, watch_tool_args=watch_tool_args)
