@@ -42,6 +42,15 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def stamped(field: str) -> Callable[[Any], Any]:
+    """An answer less the emulator's clock stamp (`created`): two requests may straddle a second."""
+
+    def digest(answer: Any) -> Any:
+        return {key: value for key, value in answer.model_dump().items() if key != field}
+
+    return digest
+
+
 @dataclass
 class Api:
     """One API's plain call: its bare client (sync, async), the call, and what makes two answers equal."""
@@ -79,6 +88,7 @@ APIS = [
         lambda emu: emu.openai_base_url,
         lambda client: client.chat.completions.create(**CHAT),
         ChatCompletion,
+        stamped("created"),
     ),
     Api(
         "responses",
@@ -87,6 +97,7 @@ APIS = [
         lambda emu: emu.openai_base_url,
         lambda client: client.responses.create(**RESPONSES),
         Response,
+        stamped("created_at"),
     ),
     Api(
         "anthropic",
@@ -165,6 +176,8 @@ def test_a_plain_call_answers_the_sdks_own_object_equal_to_the_bare_clients(
     answer = same_bytes(emulator, lambda: api.call(wrapped))
     if api.sdk_type is not None:
         assert type(answer) is api.sdk_type
+        # the fields the SDK fills (less the transport's headers a Gemini answer keeps)
+        assert answer.model_fields_set == expected.model_fields_set - {"sdk_http_response"}
     assert api.digest(answer) == api.digest(expected)
     assert api.text(answer) == "Let me check."
     assert plain_only(emulator) and len(emulator.requests) == 1
@@ -177,6 +190,7 @@ def test_the_sdks_object_carries_the_request_id_as_the_bare_clients_does(emulato
     expected = same_bytes(emulator, lambda: client.chat.completions.create(**CHAT))
     answer = same_bytes(emulator, lambda: fsm_agent.wrap(client, session()).chat.completions.create(**CHAT))
     assert answer._request_id == expected._request_id == "req_emu1"
+    assert answer == expected.model_copy(update={"created": answer.created})  # all but the clock
     messages = bare(APIS[2], emulator.anthropic_base_url)
     expected = same_bytes(emulator, lambda: messages.messages.create(**CLAUDE))
     answer = same_bytes(emulator, lambda: fsm_agent.wrap(messages, session()).messages.create(**CLAUDE))
