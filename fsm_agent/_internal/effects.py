@@ -274,6 +274,17 @@ def say_falling_back(m: RequestMachine) -> tuple[act.Action, ...]:
     return (act.Status(f"streaming unavailable ({m.ctx.error}); falling back to a plain request"),)
 
 
+def open_plain(m: RequestMachine) -> tuple[act.Action, ...]:
+    """WR-1: a plain request's attempt begins (counted, its facts afresh, as `open_attempt`
+    does for a stream); `run_fallback` then sends it."""
+    ctx = m.ctx
+    if ctx.attempt > 0:
+        m.attempt_usage.append(attempt_cost(m))
+    ctx.new_attempt()
+    m.acc = Accumulator(m.watch_tool_args)
+    return ()
+
+
 def run_fallback(m: RequestMachine) -> tuple[act.Action, ...]:
     m.ctx.fallback_running = True
     return (act.RunFallback(m.ctx.finished_response),)
@@ -527,5 +538,7 @@ EFFECTS: dict[str, Effect] = {
         # issue 26: phases and clocks
         say_no_headers,
         say_connection_dead,
+        # issue 27: plain requests
+        open_plain,
     )
 }

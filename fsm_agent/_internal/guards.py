@@ -83,6 +83,9 @@ class RequestContext:
     # "connect" or "first_event" is a stall before the first event, RC-8's signal for leaving a route.
     stall_phase: str | None = None
     stall_clock: str | None = None
+    # issue 27 (WR-1): the caller asked for the answer without streaming (a wrapped client's
+    # plain call): every attempt is the non-streaming request, retried as a stream's would be
+    plain: bool = False
 
     def __post_init__(self) -> None:
         if self.request_retries is None:
@@ -168,6 +171,8 @@ class RequestContext:
         if self.stall_phase is not None:  # WD-8: only on the records of a stalled attempt
             inputs.stall_phase = self.stall_phase
             inputs.stall_clock = self.stall_clock
+        if self.plain:  # WR-1: only on the records of a plain request (older traces: none)
+            inputs.plain = True
         return inputs.__dict__
 
 
@@ -206,6 +211,7 @@ class _Inputs:
     first_byte_stall: bool
     stall_phase: str
     stall_clock: str | None
+    plain: bool
 
 
 Guard = Callable[[RequestContext], bool]
@@ -390,6 +396,13 @@ def stalled_dead(ctx: RequestContext) -> bool:
     return ctx.stall_clock == "liveness"
 
 
+# -- issue 27: plain requests through a wrapped client (WR-1) ------------------------------------------
+def plain_request(ctx: RequestContext) -> bool:
+    """WR-1: the caller asked for the answer without streaming: each attempt is the
+    non-streaming request, with the back-off, hints, routes and health of a streaming one."""
+    return ctx.plain
+
+
 GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
@@ -427,5 +440,7 @@ GUARDS: dict[str, Guard] = {
         # issue 26: phases and clocks
         stalled_at_connect,
         stalled_dead,
+        # issue 27: plain requests
+        plain_request,
     )
 }

@@ -128,6 +128,28 @@ TABLE: list[Row] = [
          effects=["say_skip_cooldown", "load_next_route"]),
     _row("start", (S.IDLE, S.SWITCHING), S.WAITING, ["cooling_down"],
          effects=["say_cooldown_wait", "wait"]),
+    # -- issue 27: plain requests --------------------------------------------------------------------
+    # WR-1: a wrapped client's call without streaming. Every attempt is the non-streaming request
+    # (the state `fallback`, counted as an attempt), once the breaker and the cooldown above have
+    # had their say. It fails as a stream does before its first byte, and goes on as one does:
+    # a transient error while this route's retries last is retried after the wait the policy
+    # decides (RES-2, BO-2; a hint over max_wait is not waited out, BO-3); a failure that opened
+    # the breaker leaves for the next route (RC-9); a stall leaves at once when a route remains
+    # (as RC-8), else is retried. With the retries spent, the fallback's rows below switch (RT-2)
+    # or raise, as they do for a fallback.
+    _row("start", (S.IDLE, S.SWITCHING), S.FALLBACK, ["plain_request"],
+         effects=["open_plain", "run_fallback"]),
+    _row("error", S.FALLBACK, S.SWITCHING,
+         ["plain_request", "route_left", "is_transient", "breaker_now_open"],
+         effects=["say_switching_breaker", "close", "load_next_route"]),
+    _row("error", S.FALLBACK, S.RETRYING, ["plain_request", "is_transient", "budget_left"], ["hint_too_long"],
+         effects=["count_retry", "say_retrying", "close_then_closed"]),
+    _row("stale", S.FALLBACK, S.RETRYING, ["plain_request", "is_transient", "budget_left"], ["route_left"],
+         effects=["say_stalled", "count_retry", "say_retrying", "close_then_closed"]),
+    _row("closed", S.RETRYING, S.FALLBACK, ["plain_request"], ["must_wait"],
+         effects=["open_plain", "run_fallback"]),
+    _row("waited", S.WAITING, S.FALLBACK, ["plain_request"], effects=["open_plain", "run_fallback"]),
+    # -- end of issue 27 --------------------------------------------------------------------------------
     _row("start", (S.IDLE, S.SWITCHING), S.FALLBACK, ["streaming_disabled", "fallback_allowed"],
          effects=["run_fallback"]),
     _row("start", (S.IDLE, S.SWITCHING), S.CONNECTING, effects=["open_attempt"]),

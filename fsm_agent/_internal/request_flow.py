@@ -36,7 +36,16 @@ _UNPLANNED = 180.0  # a watchdog's stale timeout until the request is planned (i
 class Call:
     """What the caller asked for: `stream()`'s and `astream()`'s arguments."""
 
-    __slots__ = ("api", "callbacks", "interrupt", "on_library_text", "on_machine", "params", "target")
+    __slots__ = (
+        "api",
+        "callbacks",
+        "interrupt",
+        "on_library_text",
+        "on_machine",
+        "params",
+        "plain",
+        "target",
+    )
 
     def __init__(
         self,
@@ -52,6 +61,8 @@ class Call:
         # shown to the iterator (it reads the response's id and model for the wrapper's objects).
         self.on_library_text: Callable[[str], Any] | None = None
         self.on_machine: Callable[[Any], Any] | None = None
+        # WR-1: a wrapped client's call without streaming (every attempt the plain request)
+        self.plain = False
 
 
 class Kind:
@@ -129,6 +140,7 @@ class Plan(Step):
             asked.api,
             in_async=self.in_async,
             watch_tool_args=watch_tool_args,
+            plain=asked.plain,
         )
 
     async def acall(self) -> RequestPlan:

@@ -144,6 +144,7 @@ def plan_request(
     *,
     in_async: bool = False,
     watch_tool_args: bool = False,
+    plain: bool = False,
 ) -> RequestPlan:
     """The plan of one request of `session` to `target` (a client, a factory, or a list of routes)."""
     if is_route_list(target):
@@ -172,6 +173,7 @@ def plan_request(
         watch_tool_args,
         route_retries=tuple(route.retries for route in routes),
     )
+    machine.ctx.plain = plain  # WR-1: the caller asked for the answer without streaming
     # RC-3: which routes' endpoints may be asked to continue shown text
     machine.ctx.route_prefill = tuple(
         accepts_prefill(route.api, route.params, base_url_of(route.source.peek())) for route in routes

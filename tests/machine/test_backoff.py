@@ -202,7 +202,7 @@ def test_a_hinted_retry_waits_in_waiting_and_the_records_carry_the_wait() -> Non
     assert _kinds(m.feed(WaitOver(), 0.4)) == [act.OpenAttempt]
     waiting = [r for r in m.records if r.dest == "waiting"]
     assert waiting[0].inputs["wait_s"] == 0.3 and waiting[0].inputs["wait_source"] == "retry-after"
-    assert waiting[0].guards == {"must_wait": True}
+    assert waiting[0].guards == {"plain_request": False, "must_wait": True}  # (issue 27 first)
 
 
 def test_back_off_zero_retries_at_once_and_the_options_retry_never_waits() -> None:

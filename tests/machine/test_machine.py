@@ -497,7 +497,7 @@ def _error(rng: random.Random) -> Exception:
 _LADDER = random.Random(25)  # RC-1: the random walk's ladder settings
 
 
-def _drive(rng: random.Random) -> RequestMachine:
+def _drive(rng: random.Random, plain: bool = False) -> RequestMachine:
     """Feed one random request the way a driver would: wire events while an attempt is open, the
     driver's own events after its actions. Every sequence must end in a terminal state (FSM-6)."""
     ctx = RequestContext(
@@ -518,6 +518,7 @@ def _drive(rng: random.Random) -> RequestMachine:
         route_prefill=tuple(_LADDER.random() < 0.7 for _ in range(3)),
         prefill_refused=_LADDER.random() < 0.1,
         recover_resume=_LADDER.random() < 0.5,
+        plain=plain,  # issue 27 (WR-1): a wrapped client's call without streaming
     )
     m = RequestMachine(ctx, request_id="random")
     pending = list(m.feed(Start(), 0.0))
@@ -648,8 +649,8 @@ def _resume_paths() -> list[RequestMachine]:
 def test_random_event_orders_always_end_and_take_every_row() -> None:
     rng = random.Random(1234)
     taken: set[tuple[int, str]] = set()
-    for _ in range(6000):
-        m = _drive(rng)
+    for index in range(8000):
+        m = _drive(rng, plain=index >= 6000)  # the last walks: plain requests (issue 27, WR-1)
         assert m.state in TERMINAL
         for record in m.records:
             taken.add((_row_taken(record), record.source))

@@ -176,3 +176,54 @@ def test_the_framework_sees_one_whole_tool_call_and_one_answer(
             cause in {t for t, _ in steps} and ("closed", "retrying") in steps
         )
         assert len(emulator.requests) == 3, steps
+
+
+# -- WR-1: a framework's calls without streaming are requests of the session too -------------------------
+def openai_agents_run(kind: str) -> Callable[[Run], str]:
+    """openai-agents' `Runner.run` (not streamed): its models call `create()` without `stream`."""
+
+    def run(r: Run) -> str:
+        from agents import Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool
+
+        async def main() -> str:
+            client = r.openai_client()
+            model_class = OpenAIChatCompletionsModel if kind == "chat" else OpenAIResponsesModel
+            model = model_class(model="gpt-4.1", openai_client=client)
+            tools = [function_tool(r.read)]
+            agent = Agent(name="reader", instructions="Be brief.", tools=tools, model=model)
+            try:
+                return str((await Runner.run(agent, "What does a.txt say?")).final_output)
+            finally:
+                await client.close()  # its pooled connections, on the loop that made them
+
+        return asyncio.run(main())
+
+    return run
+
+
+PLAIN_FAULTS = {
+    "server_error": HttpError(503),
+    "rate_limited": HttpError(429, retry_after=0.05),
+    "dropped": Stall(seconds=0.0, then="drop"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(PLAIN_FAULTS))
+@pytest.mark.parametrize("kind", ["chat", "responses"])
+def test_a_non_streamed_agent_run_gets_the_sessions_retries(
+    emulator: Emulator, kind: str, fault: str
+) -> None:
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)
+    emulator.script(Scenario(faults=(PLAIN_FAULTS[fault],)), tool_call(), Scenario.build(ANSWER))
+    run = Run(emulator)
+    assert openai_agents_run(kind)(run) == ANSWER
+    assert run.tool_calls == ["a.txt"]
+    assert len(emulator.requests) == 3 and not any(request.stream for request in emulator.requests)
+    first = [r for r in run.sink.records if r.request_id == run.sink.records[0].request_id]
+    assert [r.dest for r in first] == (
+        ["fallback", "retrying", "waiting", "fallback", "done"]
+        if fault == "rate_limited"
+        else ["fallback", "retrying", "fallback", "done"]
+    )

@@ -32,6 +32,8 @@ DROPPED = Scenario(
 CHAT = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}]}
 RESPONSES = {"model": "gpt-4.1", "input": "hi"}
 CLAUDE = {"model": "claude-x", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+CONVERSE = {"modelId": "anthropic.claude", "messages": [{"role": "user", "content": [{"text": "hi"}]}]}
+GEMINI = {"model": "gemini-2.5-flash", "contents": "hi"}
 
 
 def session() -> fsm_agent.Session:
@@ -360,3 +362,88 @@ def test_a_wrapped_stream_dropped_half_read_ends_its_request(emulator: Emulator)
     next(iter(stream))
     del stream  # no garbage collection needed: nothing holds the stream in a cycle
     assert emulator.wait_idle(2.0), f"{emulator.open_connections} connection(s) left open"
+
+
+# -- WR-2: a stub's last object says it is incomplete, on every API ------------------------------------------
+HALF = Scenario.build("Half an answer", chunk_size=4, faults=[DropMidFrame(2, kind="text")])
+
+
+def test_a_responses_stub_ends_in_an_incomplete_response(emulator: Emulator) -> None:
+    emulator.script(HALF)
+    stream = fsm_agent.wrap(oai(emulator), session()).responses.create(**RESPONSES, stream=True)
+    last = list(stream)[-1]
+    assert last.type == "response.incomplete"
+    assert last.response.status == "incomplete" and last.response.incomplete_details is not None
+    assert last.response.incomplete_details.reason == "max_output_tokens"
+    note = last.response.model_extra["fsm_agent"]
+    assert note["incomplete"] is True and note["stub"] is True
+    assert stream.fsm_result is not None and stream.fsm_result.stub
+
+
+def test_an_anthropic_stub_ends_in_a_max_tokens_message_delta(emulator: Emulator) -> None:
+    client = anthropic.Anthropic(base_url=emulator.anthropic_base_url, api_key="sk-ant-test", max_retries=0)
+    _MADE.append(client)
+    emulator.script(HALF)
+    stream = fsm_agent.wrap(client, session()).messages.create(**CLAUDE, stream=True)
+    events = list(stream)
+    delta = events[-2]
+    assert events[-1].type == "message_stop" and delta.type == "message_delta"
+    assert delta.delta.stop_reason == "max_tokens"
+    assert delta.model_extra["fsm_agent"]["incomplete"] is True
+    emulator.script(HALF)
+    with fsm_agent.wrap(client, session()).messages.stream(**CLAUDE) as helper:
+        message = helper.get_final_message()  # the SDK's helper folds the stub as a cut answer
+    assert message.stop_reason == "max_tokens" and message.content[0].text == "Half an "  # two of four
+
+
+def test_bedrock_and_gemini_stubs_end_in_a_max_tokens_stop(emulator: Emulator) -> None:
+    client = bedrock_client(emulator)
+    emulator.script(HALF)
+    events = list(fsm_agent.wrap(client, session()).converse_stream(**CONVERSE)["stream"])
+    stop = next(e["messageStop"] for e in events if "messageStop" in e)
+    assert stop["stopReason"] == "max_tokens" and stop["fsm_agent"]["incomplete"] is True
+    close_client(client)
+    gemini = genai.Client(api_key="k", http_options={"base_url": emulator.gemini_base_url})
+    emulator.script(HALF)
+    last = list(fsm_agent.wrap(gemini, session()).models.generate_content_stream(**GEMINI))[-1]
+    assert last.candidates[0].finish_reason == genai_types.FinishReason.MAX_TOKENS
+    assert last.fsm_agent["incomplete"] is True and last.fsm_agent["stub"] is True
+    gemini.close()
+
+
+def test_async_responses_and_gemini_streams_equal_the_bare_clients(emulator: Emulator) -> None:
+    gemini = genai.Client(api_key="k", http_options={"base_url": emulator.gemini_base_url})
+
+    def digest(items: list[Any]) -> tuple[str, list[Any], Any]:
+        parts = [p for r in items for p in r.candidates[0].content.parts or []]
+        text = "".join(p.text or "" for p in parts if not p.thought)
+        calls = [(p.function_call.name, p.function_call.args) for p in parts if p.function_call]
+        return text, calls, items[-1].candidates[0].finish_reason
+
+    async def main() -> None:
+        bare = aoai(emulator)
+        wrapped = fsm_agent.wrap(bare, session())
+        emulator.reset()
+        emulator.script(ANSWER)
+        expected = [event async for event in await bare.responses.create(**RESPONSES, stream=True)]
+        emulator.reset()
+        emulator.script(ANSWER)
+        events = [event async for event in await wrapped.responses.create(**RESPONSES, stream=True)]
+        assert type(events[-1]) is ResponseCompletedEvent
+        assert without(events[-1].response.model_dump(), "created_at") == without(
+            expected[-1].response.model_dump(), "created_at"
+        )
+        await bare.close()
+        wrapped_gemini = fsm_agent.wrap(gemini, session())
+        emulator.reset()
+        emulator.script(ANSWER)
+        bare_items = [r async for r in await gemini.aio.models.generate_content_stream(**GEMINI)]
+        emulator.reset()
+        emulator.script(ANSWER)
+        items = [r async for r in await wrapped_gemini.aio.models.generate_content_stream(**GEMINI)]
+        assert all(type(r) is genai_types.GenerateContentResponse for r in items)
+        assert digest(items) == digest(bare_items)
+        await gemini.aio.aclose()
+
+    asyncio.run(main())
+    gemini.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import socket
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any, Protocol
@@ -37,6 +38,7 @@ __all__ = [
     "malformed",
     "object_attempt",
     "open_streaming",
+    "sdk_object",
     "socket_of",
     "timeout_for",
 ]
@@ -309,7 +311,8 @@ class SDKAdapter:
         if raw_api is None:  # a client shaped like the SDK without its raw API: its own answer
             return endpoint.create(**kwargs)
         with raw_api.create(**kwargs) as response:
-            return read_json_body(_body_bytes(response.http_response), self.from_json, max_bytes)
+            body = read_json_body(_body_bytes(response.http_response), self.checked_body, max_bytes)
+            return sdk_object(response, body, self.as_finished)
 
     @staticmethod
     def is_finished(obj: Any) -> bool:
@@ -343,8 +346,12 @@ class SDKAdapter:
     def from_json(self, body: Any) -> Any:
         """A JSON body answered to a streaming request (WIRE-5), its shape checked (SEC-4) before
         the SDK's object is built from it."""
+        return self.as_finished(self.checked_body(body))
+
+    def checked_body(self, body: Any) -> Any:
+        """A finished response's JSON body, its shape checked (SEC-4)."""
         guarded(self.finished_events, body, "JSON body")
-        return self.as_finished(body)
+        return body
 
     def finished_events(self, response: Any) -> list[Any]:
         raise NotImplementedError
@@ -358,7 +365,38 @@ class SDKAdapter:
             response = endpoint.create(**kwargs)
             return await response if inspect.isawaitable(response) else response
         async with raw_api.create(**kwargs) as response:
-            return await aread_json_body(_abody_bytes(response.http_response), self.from_json, max_bytes)
+            body = await aread_json_body(_abody_bytes(response.http_response), self.checked_body, max_bytes)
+            return sdk_object(response, body, self.as_finished)
+
+
+def sdk_object(response: Any, body: Any, otherwise: Callable[[Any], Any] = lambda body: body) -> Any:
+    """The SDK's own object of a plain answer (RES-9, WR-1), made from the body read under the
+    cap as the SDK's `parse()` makes it from the body it reads itself: its client's construction
+    of the type the call returns (strict validation included, where the client asks for it), the
+    call's post-parser, and the response's ids on the object. A raw response without those parts
+    (another SDK version, a client shaped like one) gives `otherwise(body)`: the adapter's own
+    object of a finished body (tests/surface/test_wrap_plain.py covers both)."""
+    try:
+        process = response._client._process_response_data
+        cast_to, options, http = response._cast_to, response._options, response.http_response
+    except AttributeError:
+        return otherwise(body)
+    if not isinstance(body, dict):
+        return otherwise(body)
+    parsed = process(data=body, cast_to=cast_to, response=http)
+    post_parser = getattr(options, "post_parser", None)
+    if callable(post_parser):
+        parsed = post_parser(parsed)
+    models = sys.modules.get(type(response).__module__.split(".", 1)[0] + "._models")
+    request_id = getattr(response, "request_id", None)
+    add_ids = getattr(models, "add_response_ids", None)  # anthropic: the request's and workspace's
+    if callable(add_ids):
+        add_ids(parsed, request_id=request_id, workspace_id=getattr(response, "workspace_id", None))
+    else:
+        add_id = getattr(models, "add_request_id", None)  # openai
+        if callable(add_id):
+            add_id(parsed, request_id)
+    return parsed
 
 
 def as_plain(obj: Any) -> Any:

@@ -76,6 +76,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "final_raise": (bool,),
     "route_prefill": (list,),
     "timeouts": (Timeouts,),  # WD-10: what if the watchdog's phases had had these deadlines
+    "plain": (bool,),  # WR-1: a wrapped client's call without streaming
 }
 # Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
 _NON_NEGATIVE = frozenset(
@@ -102,6 +103,7 @@ _DEFAULTS: dict[str, Any] = {
     "recover_restart": False,
     "final_raise": False,
     "route_prefill": [],
+    "plain": False,
 }
 
 
@@ -225,6 +227,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         recover_restart=settings["recover_restart"],
         final_raise=settings["final_raise"],
         route_prefill=tuple(flag is True for flag in settings["route_prefill"]),
+        plain=settings["plain"],
     )
     # no hooks: a replay logs nothing
     return RequestMachine(ctx, request_id=request_id, watch_tool_args=watch_tool_args)
@@ -434,6 +437,7 @@ def _set_inputs(
     ctx.route = _take(inputs, "route", (int,), ctx.route, line)
     ctx.stall_phase = _take(inputs, "stall_phase", (str,), None, line)  # WD-8; older traces: none
     ctx.stall_clock = _take(inputs, "stall_clock", (str,), None, line)
+    ctx.plain = _take(inputs, "plain", (bool,), False, line)  # WR-1; older traces: none
     if ctx.error_kind is ErrorKind.TRANSIENT and any(name in overrides for name in _BACKOFF):
         # BO-5: what-if back-off settings: the wait is recomputed from the recorded hint and seed
         ctx.wait_s, ctx.wait_source = wait_before(

@@ -138,6 +138,7 @@ def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
             "recover_restart": ctx.recover_restart,
             "final_raise": ctx.final_raise,
             "route_prefill": list(ctx.route_prefill),
+            **({"plain": True} if ctx.plain else {}),  # WR-1: only a plain request's header says it
         },
         "memory": {
             "stale_streak": ctx.stale_streak,

@@ -2,8 +2,9 @@
 
 `messages.create(stream=True)` runs through the session and returns a stream of the SDK's raw
 events; `messages.stream()` returns the SDK's own `MessageStreamManager` (its `text_stream`,
-`get_final_message()`, …) over that stream. Every other call and attribute is the client's own.
-Never reads the wire.
+`get_final_message()`, …) over that stream; `messages.create()` without `stream` runs through
+the session too and returns the SDK's own `Message` (`plain.py`). Every other call and
+attribute is the client's own. Never reads the wire.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ __all__ = ["WrappedAnthropic"]
 
 class _Messages(Forward):
     objects: type = AnthropicObjects
+    answer = "anthropic_messages"  # what a plain call returns (`plain.PLAIN`)
 
     def __init__(self, inner: Any, runner: Runner, client: Any) -> None:
         super().__init__(inner, runner)
@@ -33,13 +35,18 @@ class _Messages(Forward):
         if self._runner.is_async:
             return self._acreate(kwargs)
         if not kwargs.get("stream"):
-            return self._inner.create(**kwargs)
+            return self._plain(kwargs)
         return self._open(kwargs)
 
     async def _acreate(self, kwargs: dict[str, Any]) -> Any:
         if not kwargs.get("stream"):
-            return await self._inner.create(**kwargs)
+            return await self._plain(kwargs)
         return self._open(kwargs)
+
+    def _plain(self, kwargs: dict[str, Any]) -> Any:
+        """WR-1: a call without streaming, run by the session; the SDK's own `Message` back."""
+        client = object.__getattribute__(self, "_client")
+        return self._runner.plain(client, call_params(kwargs), "anthropic_messages", self.answer)
 
     def stream(self, **kwargs: Any) -> Any:
         """The SDK's own `MessageStreamManager`, over this namespace's stream."""
@@ -58,6 +65,7 @@ class _Messages(Forward):
 
 class _BetaMessages(_Messages):
     objects = AnthropicBetaObjects
+    answer = "anthropic_beta_messages"
 
 
 class BetaClient(Forward):

@@ -31,8 +31,10 @@ def wrap(
     Takes `openai.OpenAI` / `AsyncOpenAI`, `anthropic.Anthropic` / `AsyncAnthropic`, a boto3
     `bedrock-runtime` client and a `google.genai.Client`, and returns an object with the
     client's interface: its streaming calls run through the session (retries, stall watchdog,
-    stubs, routes, health) and hand back the SDK's own objects; everything else is the client's
-    own. A stream's `fsm_result` is its `StreamResult` once it has ended.
+    stubs, routes, health) and hand back the SDK's own objects; its calls without streaming
+    (`create()`, `converse()`, `generate_content()`) run through the session too (back-off,
+    retry-after, routes, health) and return the SDK's own answer object; everything else is the
+    client's own. A stream's `fsm_result` is its `StreamResult` once it has ended.
 
     Args:
         client: The SDK client to wrap (never closed by fsm_agent).

@@ -5,8 +5,9 @@ botocore hands out too (WR-1, WR-2), and the stand-in of a boto3 `bedrock-runtim
 opened, streamed and stopped, then each tool call whole (`contentBlockStart` with its `toolUse`,
 its input in one delta, `contentBlockStop`), `messageStop` with the native stop reason (a stub's
 says `max_tokens` and carries an `fsm_agent` field), and `metadata` with the usage.
-`converse_stream(**kwargs)` returns its `{"stream": ..., "ResponseMetadata": ...}` dict; every
-other call and attribute is the client's own. Never performs I/O.
+`converse_stream(**kwargs)` returns its `{"stream": ..., "ResponseMetadata": ...}` dict and
+`converse(**kwargs)` botocore's answer dict, both run by the session (`plain.py`); every other
+call and attribute is the client's own. Never performs I/O.
 """
 
 from __future__ import annotations
@@ -127,7 +128,12 @@ class BedrockObjects:
 
 
 class WrappedBedrock(Forward):
-    """A boto3 `bedrock-runtime` client with `converse_stream` run by a session."""
+    """A boto3 `bedrock-runtime` client with `converse_stream` and `converse` run by a session."""
+
+    def converse(self, **kwargs: Any) -> dict[str, Any]:
+        """WR-1: `converse` run by the session; botocore's own answer dict back."""
+        answer: dict[str, Any] = self._runner.plain(self._inner, call_params(kwargs), "bedrock_converse")
+        return answer
 
     def converse_stream(self, **kwargs: Any) -> dict[str, Any]:
         stream = self._runner.stream(

@@ -1,11 +1,12 @@
-"""The stand-ins `wrap()` returns: each SDK's client with its streaming calls run by the session.
+"""The stand-ins `wrap()` returns: each SDK's client with its calls run by the session.
 
 A stand-in forwards every attribute it does not define to the wrapped object (files,
 embeddings, models, `base_url`, …: the client's own, unchanged). It defines the namespaces whose
 calls stream (`chat.completions`, `responses`, `messages`) and `with_options` / `copy`, which
 return a stand-in of the client they make, so a framework that re-configures the client (as
-openai-agents does with `with_options(max_retries=0)`) keeps the wrap. A streaming call's keyword
-arguments become the request's params, less `stream` and the SDK's "not given" placeholders.
+openai-agents does with `with_options(max_retries=0)`) keeps the wrap. A call's keyword
+arguments become the request's params, less `stream` and the SDK's "not given" placeholders;
+`Runner.stream` runs a streaming call, `Runner.plain` one without streaming (`plain.py`).
 Never reads the wire.
 """
 
@@ -68,6 +69,36 @@ class Runner:
             )
         events = EventStream(self.session, target, call_params, api, tool_args=False)
         return WrappedStream(events, objects(translator(events.meta, params, markers=self.markers)))
+
+    def plain(self, client: Any, params: dict[str, Any], api: str, answer: str | None = None) -> Any:
+        """A call without streaming run by the session (WR-1): its answer as the SDK's own object
+        (`plain.PLAIN[answer or api]`); awaitable for an async client."""
+        from . import plain
+
+        target = self.target(client, params, api)
+        handed = plain.PLAIN[answer or api]
+        if self.is_async:
+            return self._aplain(target, params, api, handed)
+        routes = isinstance(target, list)
+        result = plain.run(self.session, target, None if routes else params, None if routes else api)
+        return handed.build(result, params, same_api=_own_api(target, api, result.route))
+
+    async def _aplain(self, target: Any, params: dict[str, Any], api: str, handed: Any) -> Any:
+        from . import plain
+
+        routes = isinstance(target, list)
+        result = await plain.arun(self.session, target, None if routes else params, None if routes else api)
+        return handed.build(result, params, same_api=_own_api(target, api, result.route))
+
+
+def _own_api(target: Any, api: str, answered_by: str | None) -> bool:
+    """Whether the route that answered speaks the call's own API (its answer is the SDK's own)."""
+    if not isinstance(target, list):
+        return True
+    for route in target:
+        if route.name is not None and route.name == answered_by:
+            return route.api in (None, api)
+    return answered_by is not None and answered_by.startswith(f"{api}:")  # a route's default name
 
 
 class Forward:

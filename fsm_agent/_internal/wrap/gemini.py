@@ -5,7 +5,8 @@ objects (WR-1, WR-2), and the stand-in of a `google.genai.Client`.
 one part, in the wire's camelCase form; at the end each tool call whole as a `functionCall` part,
 then a last response with the finish reason (a stub's `MAX_TOKENS`, with an `fsm_agent` field)
 and the usage. `GeminiObjects` builds the SDK's objects from them. `models.generate_content_stream`
-and `aio.models.generate_content_stream` run through the session; every other call and attribute
+and `aio.models.generate_content_stream` run through the session, and so do `generate_content`
+and its `aio` twin (`plain.py`); every other call and attribute
 is the client's own. Never performs I/O.
 """
 
@@ -109,6 +110,12 @@ class _Models(Forward):
     def __init__(self, inner: Any, runner: Runner, client: Any) -> None:
         super().__init__(inner, runner)
         object.__setattr__(self, "_client", client)
+
+    def generate_content(self, **kwargs: Any) -> Any:
+        """WR-1: `generate_content` run by the session; the SDK's `GenerateContentResponse` back
+        (awaitable on `client.aio`)."""
+        client = object.__getattribute__(self, "_client")
+        return self._runner.plain(client, call_params(kwargs), "gemini_generate_content")
 
     def generate_content_stream(self, **kwargs: Any) -> Any:
         client = object.__getattribute__(self, "_client")

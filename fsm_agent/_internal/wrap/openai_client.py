@@ -1,11 +1,13 @@
 """The stand-ins of `openai.OpenAI` and `openai.AsyncOpenAI` (WR-1).
 
 `chat.completions.create(stream=True)` and `responses.create(stream=True)` run through the
-session and return streams of the SDK's own chunk and event objects; `chat.completions.stream()`
-and `responses.stream()` are the SDK's own helpers, run over those streams (they call `create`
-on the namespace they are given, which is the stand-in's). `with_streaming_response.create(
-stream=True)`, the form openai-agents uses, gives a raw-response stand-in whose `parse()` is the
-stream. Every other call and attribute is the client's own. Never reads the wire.
+session and return streams of the SDK's own chunk and event objects; without `stream` they run
+through the session too and return the SDK's own `ChatCompletion` / `Response` (`plain.py`).
+`chat.completions.stream()` and `responses.stream()` are the SDK's own helpers, run over those
+streams (they call `create` on the namespace they are given, which is the stand-in's).
+`with_streaming_response.create(stream=True)`, the form openai-agents uses, gives a raw-response
+stand-in whose `parse()` is the stream. Every other call and attribute is the client's own.
+Never reads the wire.
 """
 
 from __future__ import annotations
@@ -91,13 +93,18 @@ class _Endpoint(Forward):
         if self._runner.is_async:
             return self._acreate(kwargs)
         if not kwargs.get("stream"):
-            return self._inner.create(**kwargs)
+            return self._plain(kwargs)
         return self._open(kwargs)
 
     async def _acreate(self, kwargs: dict[str, Any]) -> Any:
         if not kwargs.get("stream"):
-            return await self._inner.create(**kwargs)
+            return await self._plain(kwargs)
         return self._open(kwargs)
+
+    def _plain(self, kwargs: dict[str, Any]) -> Any:
+        """WR-1: a call without streaming, run by the session; the SDK's own object back."""
+        client = object.__getattribute__(self, "_client")
+        return self._runner.plain(client, call_params(kwargs), self.api)
 
     def stream(self, **kwargs: Any) -> Any:
         """The SDK's own helper, calling this namespace's `create(stream=True)`."""
