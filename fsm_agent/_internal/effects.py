@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import actions as act
 from .accumulator import Accumulator
+from .cost import AttemptTally
 from .errors import (
     ErrorKind,
     IncompleteStreamError,
@@ -73,8 +74,13 @@ def open_attempt(m: RequestMachine) -> tuple[act.Action, ...]:
     it asks the endpoint to continue (a prefill)."""
     ctx = m.ctx
     if ctx.attempt > 0:
-        m.attempt_usage.append(attempt_cost(m))
+        usage = attempt_cost(m)
+        m.attempt_usage.append(usage)
+        # COST-1: the attempt left; its text stays only when a continuation or a resume carries it
+        kept = ctx.prefill is not None or ctx.resume_from is not None
+        m.tallies.append(AttemptTally(ctx.attempt, m.attempt_route, m.acc.model, usage, kept, False))
     ctx.new_attempt()
+    m.attempt_route = ctx.route_name
     m.acc = Accumulator(m.watch_tool_args)
     resume = ctx.resume_from
     if ctx.prefill is not None:
@@ -323,6 +329,12 @@ def _hand_over(m: RequestMachine, result: StreamResult) -> None:
     result.records = m.records
     result.route = m.ctx.route_name
     result.attempt_usage = list(m.attempt_usage)
+    # COST-1: the last attempt's tally: the answer's (or the stub's) usage, estimated if none came
+    usage = result.usage if result.usage is not None else attempt_cost(m)
+    last = AttemptTally(
+        m.ctx.attempt, m.attempt_route, m.acc.model or result.model, usage, True, not result.stub
+    )
+    m.tallies.append(last)
 
 
 def breaker_error(m: RequestMachine) -> tuple[act.Action, ...]:

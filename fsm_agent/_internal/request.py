@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from . import actions as act
 from .accumulator import Accumulator
 from .backoff import wait_before
+from .cost import AttemptTally
 from .effects import RECONNECT_MARKER, dropped_tool_warning, error_summary, switch_marker
 from .errors import (
     EmptyStreamError,
@@ -160,6 +161,8 @@ class RequestMachine:
         self.raw_response: Any = None  # the fallback's finished response (StreamResult.raw)
         self.result: StreamResult | None = None
         self.attempt_usage: list[Usage] = []  # RC-10: what the attempts that did not answer cost
+        self.tallies: list[AttemptTally] = []  # COST-1: every attempt's usage, route, model, fate
+        self.attempt_route: str | None = None  # the route the current attempt went to
         # what the firing in progress decided: the guards' values, the effects run, their outputs
         self.guard_values: dict[str, bool] = {}
         self.effects_run: list[str] = []

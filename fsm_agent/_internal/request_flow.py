@@ -220,11 +220,13 @@ def request_steps(session: Session, call: Call, kind: Kind) -> Steps:
         try:
             if plan.telemetry is None:
                 result: StreamResult = yield Drive(driver)
+                plan.price(result, session.pricer)
             else:
                 # OT-1, entered in the caller's thread or task: the request span is a child of the
                 # caller's span; it never changes the outcome (OT-3).
                 with plan.telemetry as observer:
                     result = yield Drive(driver)
+                    plan.price(result, session.pricer)
                     observer.succeeded(result)
         except GeneratorExit:
             raise
@@ -232,7 +234,20 @@ def request_steps(session: Session, call: Call, kind: Kind) -> Steps:
             yield from _settled(plan, exc)
             raise
         yield from _settled(plan, None)
+        _write_cost(session.trace, plan, result)
         return result
+
+
+def _write_cost(sink: Any, plan: RequestPlan, result: StreamResult) -> None:
+    """COST-1: the request's ledger in its trace (a sink without `write_cost` is skipped; a
+    failing one never changes the outcome, SEC-6)."""
+    write = getattr(sink, "write_cost", None)
+    if write is None or result.cost is None:
+        return
+    try:
+        write(plan.machine.request_id, result.cost.as_dict())
+    except Exception:
+        log.warning("the trace sink failed writing a request's cost", exc_info=True)
 
 
 def _planned(session: Session, call: Call, in_async: bool) -> Generator[Step, Any, RequestPlan]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .cost import Pricer, estimate_prompt_tokens, ledger
 from .drivers.callbacks import Callbacks
 from .drivers.source import ClientSource
 from .endpoint import EndpointLink, HealthSettings, StartFacts, base_url_of, endpoint_key
@@ -24,6 +25,7 @@ from .observe import both
 from .prefill import accepts_prefill
 from .providers.base import ProviderAdapter
 from .request import RequestMachine
+from .result import StreamResult
 from .routes import PreparedRoute, is_route_list, prepare_one, prepare_routes
 from .trace.records import TransitionRecord
 from .trace.sinks import EventRecorder, SinkTap, write_request_header
@@ -91,6 +93,23 @@ class RequestPlan:
             "routes": self.routes,
             "load_route": self._aload_route if in_async else self._load_route,
         }
+
+    def price(self, result: StreamResult, pricer: Pricer) -> None:
+        """COST-1: the request's ledger on its result (`StreamResult.cost`); a ledger that cannot
+        be made is left out, never failing the request."""
+        try:
+            result.cost = ledger(
+                self.machine.tallies,
+                pricer,
+                route_models={route.name: route.model for route in self.routes},
+                route_apis={
+                    route.name: (route.api, route.link.key.base_url if route.link is not None else "")
+                    for route in self.routes
+                },
+                prompt_tokens={route.name: estimate_prompt_tokens(route.params) for route in self.routes},
+            )
+        except Exception:
+            log.warning("fsm_agent: the request's cost ledger could not be made", exc_info=True)
 
     # RT-2: the health route `index` continues from (HL-1), read when the request switches.
     def _load_route(self, index: int) -> RouteLoaded:

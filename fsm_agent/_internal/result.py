@@ -202,6 +202,10 @@ class StreamResult:
         attempt_usage: What each attempt that did not answer cost, in order (RC-10): the
             provider's usage when it sent one, else an estimate (`Usage.estimated`). `usage`
             stays the answering attempt's own.
+        cost: What the request cost and what its faults wasted, attempt by attempt (COST-1): a
+            `RequestCost` (tokens billed, estimated or not, regenerated and discarded, the model
+            and route of each attempt, and its price when a price table is known); None for a
+            result built by hand.
     """
 
     content: str | None = None
@@ -225,6 +229,7 @@ class StreamResult:
     incomplete: bool = False  # RC-6
     stub_reason: str | None = None  # RC-6
     attempt_usage: list[Usage] = field(default_factory=list)  # RC-10
+    cost: Any = None  # COST-1: a `cost.RequestCost`
 
     def __repr__(self) -> str:
         usage = self.usage

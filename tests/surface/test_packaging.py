@@ -15,6 +15,7 @@ PROVIDES = {
     "boto3": {"boto3", "botocore"},
     "opentelemetry-api": {"opentelemetry"},
     "google-genai": {"google"},
+    "genai-prices": {"genai_prices"},
 }
 # Imported only where the library that needs it is already running (pytest loads its plugin).
 HOSTED = {"pytest"}

@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import actions as act
 from ..backoff import wait_before
+from ..cost import Pricer, RequestCost, cost_from_dict, ledger, resolve_prices
 from ..deadlines import Timeouts, resolve_deadlines
 from ..drivers.interpreter import ActionLoop, Decided
 from ..errors import ErrorKind, MachineError, TraceFormatError
@@ -111,6 +112,7 @@ def replay(
     request_id: str | None = None,
     max_line: int = MAX_LINE_BYTES,
     on_tool_args: Callable[[int, str, Any], Any] | None = None,
+    prices: Any = None,
     **settings: Any,
 ) -> ReplayReport:
     """Replay the trace at `source` (a path, an open binary file or a `MemorySink`).
@@ -122,7 +124,10 @@ def replay(
     `stream_options_unsupported`); None means "as recorded".
     With a wire recording, `on_tool_args` receives the tool arguments as they grew (ACC-11), as
     the live request's callback did: the events of one read share their recorded time.
+    `prices` (a table as `Session(prices=...)` takes) re-prices each request's cost summary
+    (COST-1: "what the faults cost"); None keeps the prices the trace recorded.
     """
+    pricer = resolve_prices(prices) if prices is not None else None
     overrides = check_settings(settings)
     trace = read_trace(source, max_line=max_line)
     if not trace.requests:
@@ -135,6 +140,8 @@ def replay(
         if request_id is not None and found.request_id != request_id:
             continue
         result = replay_request(found, overrides, first_step=first_step, on_tool_args=on_tool_args)
+        result.cost = replay_cost(found, result.machine, pricer)
+        result.machine = None
         first_step += len(result.steps)
         report.requests.append(result)
     return report
@@ -242,7 +249,9 @@ def replay_request(
     what_if = any(recorded.get(name) != value for name, value in overrides.items())
     result = RequestReplay(found.request_id, "wire" if found.has_wire else "records", effective, overrides)
     if found.has_wire:
-        replayed, delivered, outcome, notes = refeed(found, recorded, on_tool_args=on_tool_args)
+        kept: list[RequestMachine] = []
+        replayed, delivered, outcome, notes = refeed(found, recorded, on_tool_args=on_tool_args, keep=kept)
+        result.machine = kept[0] if kept else None
         result.recorded_outcome = outcome
         if what_if:
             stale = effective["stale_timeout"] if "stale_timeout" in overrides else None
@@ -279,6 +288,33 @@ def replay_request(
     return result
 
 
+def replay_cost(
+    found: RequestTrace, machine: RequestMachine | None, pricer: Pricer | None
+) -> RequestCost | None:
+    """COST-1: what the request cost, for the replay's "what the faults cost": the ledger its
+    trace recorded (re-priced by `pricer` when given); for a wire recording without one (an older
+    trace), the ledger of the replayed attempts, priced by `pricer` alone."""
+    recorded = found.cost
+    if recorded is not None:
+        try:
+            return cost_from_dict(recorded, pricer)
+        except (TypeError, ValueError, KeyError):
+            return None  # SEC-7: a garbled cost line is no summary, never a traceback
+    if machine is None or not machine.tallies:
+        return None
+    header = found.header
+    details = header.route_details if header is not None else ()
+    models: dict[str | None, Any] = {
+        str(route.get("name")): route.get("model") for route in details if isinstance(route, dict)
+    }
+    apis: dict[str | None, tuple[str, str]] = {
+        str(route.get("name")): (str(route.get("api") or ""), "")
+        for route in details
+        if isinstance(route, dict)
+    }
+    return ledger(machine.tallies, pricer or resolve_prices(False), route_models=models, route_apis=apis)
+
+
 def _final(outputs: Any, final: Any) -> Any:
     for item in outputs:
         kind = type(item)
@@ -295,6 +331,7 @@ def refeed(
     *,
     coalesce: bool = True,
     on_tool_args: Callable[[int, str, Any], Any] | None = None,
+    keep: list[RequestMachine] | None = None,
 ) -> tuple[list[TransitionRecord], list[int], Outcome, list[str]]:
     """Feed every recorded event, at its recorded time, to a machine with the recorded settings
     (runs of deltas joined where that changes nothing, unless `coalesce` is off: `refeed.py`)."""
@@ -303,6 +340,8 @@ def refeed(
     else:
         machine = new_machine(found.request_id, settings, watch_tool_args=True)
     fed = feed_recording(machine, found, coalesce=coalesce, on_tool_args=on_tool_args)
+    if keep is not None:  # COST-1: the replayed attempts' tallies, for a trace with no cost line
+        keep.append(machine)
     return machine.records, fed.delivered_at, _outcome(machine, fed.final, True), fed.notes
 
 

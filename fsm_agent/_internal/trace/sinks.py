@@ -267,6 +267,13 @@ class _LineSink:
         with self._lock:
             self._emit(line, True)
 
+    def write_cost(self, request_id: str, cost: dict[str, Any]) -> None:
+        """COST-1: the request's ledger, once it has ended (a `cost` line, after its records)."""
+        line = _dumps({"schema": SCHEMA_VERSION, "type": "cost", "request_id": request_id, "cost": cost})
+        with self._lock:
+            self._flush_batch(request_id)
+            self._emit(line, True)
+
     def write_record(self, record: TransitionRecord) -> None:
         line = _dumps({"schema": SCHEMA_VERSION, "type": "transition", **record.as_dict()})
         with self._lock:
