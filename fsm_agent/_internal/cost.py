@@ -384,12 +384,20 @@ def _genai_pricer(
     if provider is not None:
         tries.append({"provider_id": provider})
     for where in tries:
+        lookup = (model, *where.items())
+        if lookup in _UNKNOWN:
+            continue
         try:
             found = _GENAI.calc_price(_GENAI.Usage(**counts), model, **where)
         except Exception:  # an unknown model or provider: no price from this lookup
+            if len(_UNKNOWN) < 1024:
+                _UNKNOWN.add(lookup)  # not looked up again: an unknown model is unknown every time
             continue
         return round(float(found.total_price), 10), "genai-prices"
     return None, None
+
+
+_UNKNOWN: set[tuple[Any, ...]] = set()  # lookups genai-prices had no price for
 
 
 def resolve_prices(prices: Any) -> Pricer:

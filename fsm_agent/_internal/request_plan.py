@@ -25,7 +25,7 @@ from .observe import both
 from .prefill import accepts_prefill
 from .providers.base import ProviderAdapter
 from .request import RequestMachine
-from .result import StreamResult
+from .result import Deferred, StreamResult
 from .routes import PreparedRoute, is_route_list, prepare_one, prepare_routes
 from .trace.records import TransitionRecord
 from .trace.sinks import EventRecorder, SinkTap, write_request_header
@@ -95,21 +95,25 @@ class RequestPlan:
         }
 
     def price(self, result: StreamResult, pricer: Pricer) -> None:
-        """COST-1: the request's ledger on its result (`StreamResult.cost`); a ledger that cannot
-        be made is left out, never failing the request."""
-        try:
-            result.cost = ledger(
-                self.machine.tallies,
-                pricer,
-                route_models={route.name: route.model for route in self.routes},
-                route_apis={
-                    route.name: (route.api, route.link.key.base_url if route.link is not None else "")
-                    for route in self.routes
-                },
-                prompt_tokens={route.name: estimate_prompt_tokens(route.params) for route in self.routes},
-            )
-        except Exception:
-            log.warning("fsm_agent: the request's cost ledger could not be made", exc_info=True)
+        """COST-1: the request's ledger on its result (`StreamResult.cost`), made and priced when
+        first read; a ledger that cannot be made is None, never a failed request."""
+        tallies = tuple(self.machine.tallies)
+        models = {route.name: route.model for route in self.routes}
+        apis = {
+            route.name: (route.api, route.link.key.base_url if route.link is not None else "")
+            for route in self.routes
+        }
+        params = {route.name: route.params for route in self.routes}
+
+        def made(_: Any) -> Any:
+            try:
+                prompts = {name: estimate_prompt_tokens(value) for name, value in params.items()}
+                return ledger(tallies, pricer, route_models=models, route_apis=apis, prompt_tokens=prompts)
+            except Exception:
+                log.warning("fsm_agent: the request's cost ledger could not be made", exc_info=True)
+                return None
+
+        result.cost = Deferred(made, None)
 
     # RT-2: the health route `index` continues from (HL-1), read when the request switches.
     def _load_route(self, index: int) -> RouteLoaded:
