@@ -416,9 +416,9 @@ def ledger(
     tallies: Sequence[AttemptTally],
     pricer: Pricer,
     *,
-    route_models: Mapping[str | None, str | None] | None = None,
-    route_apis: Mapping[str | None, tuple[str, str]] | None = None,
-    prompt_tokens: Mapping[str | None, int] | None = None,
+    route_models: Mapping[Any, str | None] | None = None,
+    route_apis: Mapping[Any, tuple[str, str]] | None = None,
+    prompt_tokens: Mapping[Any, int] | None = None,
 ) -> RequestCost:
     """The request's `RequestCost` from its attempts' tallies (see the module's text).
 
