@@ -163,6 +163,13 @@ def say_cooldown_wait(m: RequestMachine) -> tuple[act.Action, ...]:
     return (act.Status(f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}"),)
 
 
+def say_capacity_wait(m: RequestMachine) -> tuple[act.Action, ...]:
+    """CAP-2: the endpoint's known capacity is short: the request waits for its slot first."""
+    ctx = m.ctx
+    why = "the endpoint's rate limit has no room for it yet (capacity)"
+    return (act.Status(f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}"),)
+
+
 def say_backoff_wait(m: RequestMachine) -> tuple[act.Action, ...]:
     """BO-2: the wait between a failed attempt and the next one."""
     ctx = m.ctx
@@ -240,6 +247,13 @@ def say_skip_cooldown(m: RequestMachine) -> tuple[act.Action, ...]:
     """RT-1: the route is skipped without a request: its cooldown is longer than max_wait."""
     ctx = m.ctx
     why = f"{ctx.route_name} is cooling down for {ctx.cooldown_s:.1f} s, more than max_wait"
+    return (act.Status(f"switching to {_next_route(m)}: {why}"),)
+
+
+def say_skip_capacity(m: RequestMachine) -> tuple[act.Action, ...]:
+    """CAP-2: the route is skipped without a request: its capacity frees up after max_wait."""
+    ctx = m.ctx
+    why = f"{ctx.route_name}'s rate limit has no room for {ctx.capacity_wait_s:.1f} s, more than max_wait"
     return (act.Status(f"switching to {_next_route(m)}: {why}"),)
 
 
@@ -499,6 +513,8 @@ EFFECTS: dict[str, Effect] = {
         marker_reconnect,
         say_retrying,
         say_cooldown_wait,
+        say_capacity_wait,
+        say_skip_capacity,
         say_backoff_wait,
         wait,
         keep_stub,

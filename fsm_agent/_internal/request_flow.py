@@ -166,18 +166,19 @@ class Begin(Step):
 
 
 class Finish(Step):
-    """A probe the route still holds settled by how the request ended (BO-7)."""
+    """A probe the route still holds settled by how the request ended (BO-7); the route that
+    answered reconciles its capacity's token estimate with the usage (CAP-2)."""
 
-    __slots__ = ("error", "link")
+    __slots__ = ("error", "link", "used")
 
-    def __init__(self, link: EndpointLink, error: BaseException | None) -> None:
-        self.link, self.error = link, error
+    def __init__(self, link: EndpointLink, error: BaseException | None, used: int | None = None) -> None:
+        self.link, self.error, self.used = link, error, used
 
     def call(self) -> None:
-        self.link.finish(self.error)
+        self.link.finish(self.error, self.used)
 
     async def acall(self) -> None:
-        await self.link.afinish(self.error)
+        await self.link.afinish(self.error, self.used)
 
 
 class Drive(Step):
@@ -233,7 +234,7 @@ def request_steps(session: Session, call: Call, kind: Kind) -> Steps:
         except BaseException as exc:
             yield from _settled(plan, exc)
             raise
-        yield from _settled(plan, None)
+        yield from _settled(plan, None, result)
         _write_cost(session.trace, plan, result)
         return result
 
@@ -264,13 +265,20 @@ def _planned(session: Session, call: Call, in_async: bool) -> Generator[Step, An
         raise
 
 
-def _settled(plan: RequestPlan, error: BaseException | None) -> Generator[Step, Any, None]:
+def _settled(
+    plan: RequestPlan, error: BaseException | None, result: StreamResult | None = None
+) -> Generator[Step, Any, None]:
     """Every route's probe settled (BO-7); one route's store failing does not keep the others
-    from being settled."""
+    from being settled. The answering route's real usage reconciles its capacity (CAP-2)."""
+    usage = result.usage if result is not None else None
+    used = (
+        None if usage is None or usage.estimated else (usage.input_tokens or 0) + (usage.output_tokens or 0)
+    )
+    answered = result.route if result is not None else None
     for route in plan.routes:
         if route.link is not None:
             try:
-                yield Finish(route.link, error)
+                yield Finish(route.link, error, used if route.name == answered else None)
             except Exception:
                 log.warning("settling the health of route %r failed", route.name, exc_info=True)
 

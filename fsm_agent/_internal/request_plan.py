@@ -14,10 +14,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .cost import Pricer, estimate_prompt_tokens, ledger
+from .capacity import CapacityKey
+from .cost import Pricer, estimate_prompt_tokens, ledger, requested_output_tokens
 from .drivers.callbacks import Callbacks
 from .drivers.source import ClientSource
-from .endpoint import EndpointLink, HealthSettings, StartFacts, base_url_of, endpoint_key
+from .endpoint import (
+    CapacityPlan,
+    EndpointLink,
+    HealthSettings,
+    StartFacts,
+    base_url_of,
+    endpoint_key,
+    key_fingerprint,
+)
 from .events import RouteLoaded
 from .guards import RequestContext
 from .logs import log_record
@@ -184,6 +193,13 @@ def plan_request(
         )
         key = endpoint_key(route.api, route.source.peek(), route.model)
         route.link = EndpointLink(session.health, key, settings, machine.request_id)
+        if hasattr(session.health, "capacity"):  # CAP-1: a store that keeps capacity (ours do)
+            last = route.index + 1 >= len(routes)
+            route.link.capacity = CapacityPlan(
+                CapacityKey(str(key), key_fingerprint(route.source.peek())),
+                estimate_prompt_tokens(route.params) + requested_output_tokens(route.params),
+                session.backoff.alone_wait if last else session.backoff.switch_wait,
+            )
     assert first.link is not None
     session._note_latest(first.link.key)
     return RequestPlan(

@@ -69,6 +69,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "stream_options_unsupported": (bool,),
     "routes": (int,),  # RT-: keep only the first N routes (what if there had been no fallback?)
     "cooldown_s": (int, float),
+    "capacity_wait_s": (int, float),  # CAP-2: the slot the request waited for
     "breaker_probe": (bool,),
     # issue 25b, RC-1: the recovery ladder, and which routes take a prefill (RC-3)
     "recover_resume": (bool,),
@@ -80,9 +81,18 @@ SETTINGS: dict[str, tuple[type, ...]] = {
 }
 # Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
 _NON_NEGATIVE = frozenset(
-    {"retries", "stale_giveup", "stale_streak", "backoff_base", "backoff_cap", "max_wait", "cooldown_s"}
+    {
+        "retries",
+        "stale_giveup",
+        "stale_streak",
+        "backoff_base",
+        "backoff_cap",
+        "max_wait",
+        "cooldown_s",
+        "capacity_wait_s",
+    }
 )
-_FLOATS = ("stale_timeout", "backoff_base", "backoff_cap", "max_wait", "cooldown_s")
+_FLOATS = ("stale_timeout", "backoff_base", "backoff_cap", "max_wait", "cooldown_s", "capacity_wait_s")
 _DEFAULTS: dict[str, Any] = {
     "retries": 2,
     "stale_timeout": None,
@@ -97,6 +107,7 @@ _DEFAULTS: dict[str, Any] = {
     "stream_options_unsupported": False,
     "routes": None,
     "cooldown_s": 0.0,
+    "capacity_wait_s": 0.0,
     "breaker_probe": False,
     "recover_resume": False,
     "recover_continue": False,
@@ -226,6 +237,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         streaming_disabled=settings["streaming_disabled"],
         stream_options_unsupported=settings["stream_options_unsupported"],
         cooldown_s=float(settings["cooldown_s"]),
+        capacity_wait_s=float(settings["capacity_wait_s"]),
         breaker_probe=settings["breaker_probe"],
         recover_resume=settings["recover_resume"],
         recover_continue=settings["recover_continue"],
@@ -449,6 +461,7 @@ def _set_inputs(
     ctx.streaming_disabled = _take(inputs, "streaming_disabled", (bool,), ctx.streaming_disabled, line)
     ctx.breaker_probe = _take(inputs, "breaker_probe", (bool,), ctx.breaker_probe, line)
     ctx.cooldown_s = float(_take(inputs, "cooldown_s", (int, float), ctx.cooldown_s, line))
+    ctx.capacity_wait_s = float(_take(inputs, "capacity_wait_s", (int, float), 0.0, line))  # CAP-2
     hint = _take(inputs, "hint_s", (int, float), None, line)
     ctx.hint_s = float(hint) if hint is not None else None
     ctx.hint_source = _take(inputs, "hint_source", (str,), None, line)

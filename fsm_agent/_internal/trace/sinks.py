@@ -142,6 +142,7 @@ def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
             "stream_options_unsupported": ctx.stream_options_unsupported,
             "cooldown_s": ctx.cooldown_s,
             "breaker_probe": ctx.breaker_probe,
+            **({"capacity_wait_s": ctx.capacity_wait_s} if ctx.capacity_wait_s else {}),  # CAP-2
         },
     }
     write(machine.request_id, header)
