@@ -266,7 +266,8 @@ class Bucket:
     at: float = 0.0
 
     def is_default(self) -> bool:
-        return self == Bucket()
+        """Nothing known: no limit of either dimension (a store keeps no such bucket)."""
+        return self.requests_limit <= 0 and self.tokens_limit <= 0
 
     def expires_in(self) -> float:
         """How long until the bucket is full again (then it says nothing a reading would not)."""
