@@ -364,9 +364,14 @@ def apply_capacity(bucket: Bucket, change: CapacityChange) -> tuple[Bucket, floa
     if change.op == "read":
         return current, 0.0
     if change.op == "reserve":
+        # A slot is given with one request's (and 2% of the tokens') headroom left in the bucket:
+        # requests of a fleet reach the provider a little out of the order of their slots, and the
+        # headroom absorbs that instead of a 429 (the rate, and so the throughput, is the limit's).
+        margin_r = 1.0 if current.requests_limit > 2 else 0.0
+        margin_t = current.tokens_limit * 0.02
         wait = max(
-            _wait_for(current.requests_limit, current.requests_rate, current.requests_level, 1.0),
-            _wait_for(current.tokens_limit, current.tokens_rate, current.tokens_level, change.tokens),
+            _wait_for(current.requests_limit, current.requests_rate, current.requests_level - margin_r, 1.0),
+            _wait_for(current.tokens_limit, current.tokens_rate, current.tokens_level - margin_t, change.tokens),
         )
         if wait > change.max_wait:
             return current, wait  # not taken: the request goes elsewhere, or unreserved

@@ -172,4 +172,5 @@ def test_the_estimate_is_reconciled_with_the_usage() -> None:
     back, _ = apply_capacity(taken, CapacityChange("refund", 100.0, tokens=450))
     assert back.tokens_level == 850
     short, wait = apply_capacity(back, CapacityChange("reserve", 100.0, tokens=950, max_wait=5))
-    assert wait == pytest.approx(100.0) and short.tokens_level == 850  # over max_wait: not taken
+    # 100 short, and 2% of the limit kept as headroom (a fleet's requests arrive a little out of order)
+    assert wait == pytest.approx(120.0) and short.tokens_level == 850  # over max_wait: not taken
