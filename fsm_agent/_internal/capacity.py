@@ -369,9 +369,11 @@ def apply_capacity(bucket: Bucket, change: CapacityChange) -> tuple[Bucket, floa
         # headroom absorbs that instead of a 429 (the rate, and so the throughput, is the limit's).
         margin_r = 1.0 if current.requests_limit > 2 else 0.0
         margin_t = current.tokens_limit * 0.02
+        requests_free = current.requests_level - margin_r
+        tokens_free = current.tokens_level - margin_t
         wait = max(
-            _wait_for(current.requests_limit, current.requests_rate, current.requests_level - margin_r, 1.0),
-            _wait_for(current.tokens_limit, current.tokens_rate, current.tokens_level - margin_t, change.tokens),
+            _wait_for(current.requests_limit, current.requests_rate, requests_free, 1.0),
+            _wait_for(current.tokens_limit, current.tokens_rate, tokens_free, change.tokens),
         )
         if wait > change.max_wait:
             return current, wait  # not taken: the request goes elsewhere, or unreserved
