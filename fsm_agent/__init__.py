@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
         ToolArgsEvent,
         ToolCallStartedEvent,
     )
+    from ._internal.cost import AttemptCost, RequestCost
     from ._internal.recovery import Recovery
     from ._internal.result import Choice, StreamResult, ToolCall, Usage
     from ._internal.routes import Route
@@ -91,6 +92,9 @@ _WHERE: dict[str, str] = {
     "ToolInputError": "._internal.errors",
     "TraceFormatError": "._internal.errors",
     "Usage": "._internal.result",
+    # issue 29 (COST-1): the cost ledger on StreamResult.cost
+    "AttemptCost": "._internal.cost",
+    "RequestCost": "._internal.cost",
     "replay": "._internal.trace.replay",
     # issue 27 (WR-): the drop-in client and the iterator API's events
     "wrap": "._internal.wrap.api",
@@ -145,6 +149,8 @@ __all__ = [
     "ToolInputError",
     "TraceFormatError",
     "Usage",
+    "AttemptCost",
+    "RequestCost",
     "replay",
     "wrap",
 ]
