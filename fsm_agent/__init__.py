@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
     from typing import Any
 
     from ._internal.backoff import Backoff
+    from ._internal.cost import AttemptCost, RequestCost
     from ._internal.deadlines import Timeouts
     from ._internal.errors import (
         EmptyStreamError,
@@ -53,7 +54,6 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
         ToolArgsEvent,
         ToolCallStartedEvent,
     )
-    from ._internal.cost import AttemptCost, RequestCost
     from ._internal.recovery import Recovery
     from ._internal.result import Choice, StreamResult, ToolCall, Usage
     from ._internal.routes import Route
@@ -114,6 +114,7 @@ if TYPE_CHECKING:
     from ._internal.trace.report import ReplayReport
 
 __all__ = [
+    "AttemptCost",
     "Backoff",
     "Choice",
     "EmptyStreamError",
@@ -132,6 +133,7 @@ __all__ = [
     "RedisHealth",
     "ReplayMismatch",
     "ReplayReport",
+    "RequestCost",
     "ResetEvent",
     "Route",
     "Session",
@@ -149,8 +151,6 @@ __all__ = [
     "ToolInputError",
     "TraceFormatError",
     "Usage",
-    "AttemptCost",
-    "RequestCost",
     "replay",
     "wrap",
 ]
