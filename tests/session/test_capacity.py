@@ -174,3 +174,25 @@ def test_the_estimate_is_reconciled_with_the_usage() -> None:
     short, wait = apply_capacity(back, CapacityChange("reserve", 100.0, tokens=950, max_wait=5))
     # 100 short, and 2% of the limit kept as headroom (a fleet's requests arrive a little out of order)
     assert wait == pytest.approx(120.0) and short.tokens_level == 850  # over max_wait: not taken
+
+
+def test_async_requests_wait_their_slots_too() -> None:
+    import asyncio
+
+    import openai
+
+    limit = RateLimit(requests=2, tokens=100_000, window=0.5)
+
+    async def run(emu: Emulator) -> list[fsm_agent.StreamResult]:
+        client = openai.AsyncOpenAI(base_url=emu.openai_base_url, api_key="sk-test", max_retries=0)
+        try:
+            session = fsm_agent.Session(backoff=FAST)
+            params = {"model": "gpt-4.1", "messages": MESSAGES}
+            return [await session.astream(client, params) for _ in range(5)]
+        finally:
+            await client.close()
+
+    with Emulator(rate_limit=limit) as emu:
+        results = asyncio.run(run(emu))
+    assert limit.refused == 0
+    assert any(r.records[0].inputs.get("wait_source") == "capacity" for r in results)
