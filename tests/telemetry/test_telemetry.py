@@ -218,6 +218,8 @@ def test_success(otel: Otel, emulator: Emulator, api: Api) -> None:
     assert start["fsm_agent.guards"] == (
         "breaker_tripped=false",
         "cooldown_too_long=false",
+        "capacity_too_long=false",  # CAP-2 (issue 29's rows, before the cooldown's wait)
+        "capacity_short=false",
         "cooling_down=false",
         "streaming_disabled=false",
     )
