@@ -349,6 +349,11 @@ class RedisHealth:
         with self._lock:
             held = self._held_buckets.get(key, "")
         redis_key = self.capacity_key(key)
+        if not held and change.op == "reserve":
+            # HL-2: an endpoint this process has learned no capacity of costs no round trip at a
+            # request's start (a provider without rate-limit headers never does); its first
+            # answer's headers join it to the fleet's bucket (`learn` reads it, as a CAS does)
+            return apply_capacity(_EMPTY_BUCKET, change)
         for _ in range(_CAS_ROUNDS):
             bucket, wait = apply_capacity(_decode_bucket(held), change)
             value = "" if bucket.is_default() else _encode_bucket(bucket, os.urandom(6).hex())

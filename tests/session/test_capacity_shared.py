@@ -24,16 +24,22 @@ def test_two_stores_share_one_bucket(redis_server: RedisServer, redis_prefix: st
     ):
         learned, _ = one.capacity(KEY, CapacityChange("learn", 1000.0, reading=READING))
         assert learned.requests_limit == 100
-        # the other process has never seen a header, and reserves from what the first learned
+        taken, _ = one.capacity(KEY, CapacityChange("reserve", 1000.0, tokens=50, max_wait=5))
+        assert taken.requests_level == 99
+        # the other process's first answer says more remains than the fleet has reserved: the
+        # fleet's bucket is what it goes on from (a reading never raises a level)
+        joined, _ = other.capacity(KEY, CapacityChange("learn", 1000.0, reading=READING))
+        assert joined.requests_level == 99
         bucket, wait = other.capacity(KEY, CapacityChange("reserve", 1000.0, tokens=50, max_wait=5))
-        assert wait == 0 and bucket.requests_level == 99 and bucket.tokens_level == 9950
+        assert wait == 0 and bucket.requests_level == 98 and bucket.tokens_level == 9900
         assert one.shared and other.shared
 
 
 def test_concurrent_reservations_are_never_lost(redis_server: RedisServer, redis_prefix: str) -> None:
     stores = [fsm_agent.RedisHealth(redis_server.url, prefix=redis_prefix) for _ in range(4)]
     try:
-        stores[0].capacity(KEY, CapacityChange("learn", 1000.0, reading=READING))
+        for store in stores:  # each has had an answer's headers (a reading of the same bucket)
+            store.capacity(KEY, CapacityChange("learn", 1000.0, reading=READING))
         waits: list[float] = []
 
         def reserve(store: fsm_agent.RedisHealth) -> None:
@@ -76,5 +82,7 @@ def test_garbage_in_redis_is_the_fallback(redis_server: RedisServer, redis_prefi
             raw.set(store.capacity_key(KEY), '{"requests_limit": "lots"}')
         finally:
             raw.close()
-        bucket, wait = store.capacity(KEY, CapacityChange("reserve", 1000.0, tokens=10, max_wait=5))
-        assert not store.shared and wait == 0 and bucket == Bucket(at=1000.0)
+        bucket, _ = store.capacity(KEY, CapacityChange("learn", 1000.0, reading=READING))
+        assert not store.shared  # the garbage is the fallback's cue (HL-3) ...
+        assert bucket.requests_limit == 100 and bucket.requests_level == 100  # ... and the reading stands
+        assert bucket != Bucket()
