@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what the lazy table below resolves to, for type checkers an
     from typing import Any
 
     from ._internal.backoff import Backoff
+    from ._internal.cost import AttemptCost, RequestCost
     from ._internal.deadlines import Timeouts
     from ._internal.errors import (
         EmptyStreamError,
@@ -91,6 +92,9 @@ _WHERE: dict[str, str] = {
     "ToolInputError": "._internal.errors",
     "TraceFormatError": "._internal.errors",
     "Usage": "._internal.result",
+    # issue 29 (COST-1): the cost ledger on StreamResult.cost
+    "AttemptCost": "._internal.cost",
+    "RequestCost": "._internal.cost",
     "replay": "._internal.trace.replay",
     # issue 27 (WR-): the drop-in client and the iterator API's events
     "wrap": "._internal.wrap.api",
@@ -110,6 +114,7 @@ if TYPE_CHECKING:
     from ._internal.trace.report import ReplayReport
 
 __all__ = [
+    "AttemptCost",
     "Backoff",
     "Choice",
     "EmptyStreamError",
@@ -128,6 +133,7 @@ __all__ = [
     "RedisHealth",
     "ReplayMismatch",
     "ReplayReport",
+    "RequestCost",
     "ResetEvent",
     "Route",
     "Session",

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC|WR|PX"
+PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC|WR|PX|CAP|COST"
 RULE = re.compile(rf"\b(?:{PREFIXES})-(?:[A-Z]\d*|\d+)\b")
 DOC_PATH = re.compile(r"\bdocs/([a-z-]+\.md)\b")
 ANCHOR = re.compile(r'<a id="([a-z]+-[a-z0-9]+)"></a>')

@@ -138,13 +138,15 @@ class Remember(Frozen):
     `stall`, `failure` (another failed attempt of a transient kind, RC-9), `success`, or
     `cooldown` for `seconds` from now (BO-6)."""
 
-    __slots__ = ("fact", "seconds")
+    __slots__ = ("fact", "reading", "seconds")
     fact: str
     seconds: float
+    reading: Any  # CAP-1: `capacity`'s `RateReading`
 
-    def __init__(self, fact: str, seconds: float = 0.0) -> None:
+    def __init__(self, fact: str, seconds: float = 0.0, reading: Any = None) -> None:
         set_field(self, "fact", fact)
         set_field(self, "seconds", seconds)
+        set_field(self, "reading", reading)
 
 
 class Wait(Frozen):

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 # The values a record's `wait_source` takes (BO-4).
-WAIT_SOURCES = ("retry-after-ms", "retry-after", "backoff", "cooldown")
+WAIT_SOURCES = ("retry-after-ms", "retry-after", "backoff", "cooldown", "capacity")
 
 
 # BO-3's default bounds: with another route to try, a hint over a minute switches to it; with none,

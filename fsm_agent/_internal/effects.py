@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import actions as act
 from .accumulator import Accumulator
+from .cost import AttemptTally
 from .errors import (
     ErrorKind,
     IncompleteStreamError,
@@ -73,8 +74,13 @@ def open_attempt(m: RequestMachine) -> tuple[act.Action, ...]:
     it asks the endpoint to continue (a prefill)."""
     ctx = m.ctx
     if ctx.attempt > 0:
-        m.attempt_usage.append(attempt_cost(m))
+        usage = attempt_cost(m)
+        m.attempt_usage.append(usage)
+        # COST-1: the attempt left; its text stays only when a continuation or a resume carries it
+        kept = ctx.prefill is not None or ctx.resume_from is not None
+        m.tallies.append(AttemptTally(ctx.attempt, m.attempt_route, m.acc.model, usage, kept, False))
     ctx.new_attempt()
+    m.attempt_route = ctx.route_name
     m.acc = Accumulator(m.watch_tool_args)
     resume = ctx.resume_from
     if ctx.prefill is not None:
@@ -157,6 +163,13 @@ def say_cooldown_wait(m: RequestMachine) -> tuple[act.Action, ...]:
     return (act.Status(f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}"),)
 
 
+def say_capacity_wait(m: RequestMachine) -> tuple[act.Action, ...]:
+    """CAP-2: the endpoint's known capacity is short: the request waits for its slot first."""
+    ctx = m.ctx
+    why = "the endpoint's rate limit has no room for it yet (capacity)"
+    return (act.Status(f"waiting {ctx.wait_s:.1f} s before attempt {ctx.attempt + 1}: {why}"),)
+
+
 def say_backoff_wait(m: RequestMachine) -> tuple[act.Action, ...]:
     """BO-2: the wait between a failed attempt and the next one."""
     ctx = m.ctx
@@ -234,6 +247,13 @@ def say_skip_cooldown(m: RequestMachine) -> tuple[act.Action, ...]:
     """RT-1: the route is skipped without a request: its cooldown is longer than max_wait."""
     ctx = m.ctx
     why = f"{ctx.route_name} is cooling down for {ctx.cooldown_s:.1f} s, more than max_wait"
+    return (act.Status(f"switching to {_next_route(m)}: {why}"),)
+
+
+def say_skip_capacity(m: RequestMachine) -> tuple[act.Action, ...]:
+    """CAP-2: the route is skipped without a request: its capacity frees up after max_wait."""
+    ctx = m.ctx
+    why = f"{ctx.route_name}'s rate limit has no room for {ctx.capacity_wait_s:.1f} s, more than max_wait"
     return (act.Status(f"switching to {_next_route(m)}: {why}"),)
 
 
@@ -334,6 +354,12 @@ def _hand_over(m: RequestMachine, result: StreamResult) -> None:
     result.records = m.records
     result.route = m.ctx.route_name
     result.attempt_usage = list(m.attempt_usage)
+    # COST-1: the last attempt's tally: the answer's (or the stub's) usage, estimated if none came
+    usage = result.usage if result.usage is not None else attempt_cost(m)
+    last = AttemptTally(
+        m.ctx.attempt, m.attempt_route, m.acc.model or result.model, usage, True, not result.stub
+    )
+    m.tallies.append(last)
 
 
 def breaker_error(m: RequestMachine) -> tuple[act.Action, ...]:
@@ -498,6 +524,8 @@ EFFECTS: dict[str, Effect] = {
         marker_reconnect,
         say_retrying,
         say_cooldown_wait,
+        say_capacity_wait,
+        say_skip_capacity,
         say_backoff_wait,
         wait,
         keep_stub,

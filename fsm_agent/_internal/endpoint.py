@@ -21,14 +21,16 @@ translating facts; the machine decides.
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from .actions import Remember
+from .capacity import CapacityChange, CapacityKey
 from .errors import ErrorKind, classify
-from .frozen import Frozen, set_field
+from .frozen import Frozen, replace, set_field
 from .health import EndpointHealth, EndpointKey, HealthChange, HealthStore, bounded
 from .urls import is_botocore_client, url_text
 
@@ -88,6 +90,7 @@ class StartFacts(Frozen):
     __slots__ = (
         "breaker_probe",
         "breaker_retry_at",
+        "capacity_wait_s",
         "cooldown_s",
         "prefill_refused",
         "stale_streak",
@@ -101,6 +104,7 @@ class StartFacts(Frozen):
     breaker_probe: bool
     breaker_retry_at: float | None
     prefill_refused: bool  # RC-3
+    capacity_wait_s: float  # CAP-2: the wait for the slot reserved in the endpoint's capacity
 
     def __init__(
         self,
@@ -111,6 +115,7 @@ class StartFacts(Frozen):
         breaker_probe: bool,
         breaker_retry_at: float | None,
         prefill_refused: bool = False,
+        capacity_wait_s: float = 0.0,
     ) -> None:
         set_field(self, "stale_streak", stale_streak)
         set_field(self, "streaming_disabled", streaming_disabled)
@@ -119,6 +124,34 @@ class StartFacts(Frozen):
         set_field(self, "breaker_probe", breaker_probe)
         set_field(self, "breaker_retry_at", breaker_retry_at)
         set_field(self, "prefill_refused", prefill_refused)
+        set_field(self, "capacity_wait_s", capacity_wait_s)
+
+
+class CapacityPlan(Frozen):
+    """CAP-2: what a route's request needs of its endpoint's capacity: its (endpoint, key), the
+    tokens it is estimated to use (its prompt at four characters a token, plus the output bound it
+    asks for), and the longest wait for a slot it takes (BO-3's `max_wait` on that route)."""
+
+    __slots__ = ("key", "max_wait", "tokens")
+    key: CapacityKey
+    tokens: int
+    max_wait: float
+
+    def __init__(self, key: CapacityKey, tokens: int, max_wait: float) -> None:
+        set_field(self, "key", key)
+        set_field(self, "tokens", tokens)
+        set_field(self, "max_wait", max_wait)
+
+
+def key_fingerprint(client: Any) -> str:
+    """The API key a client sends, as a short fingerprint (never the key): whose rate limits.
+    "" when the client shows none (boto3's credentials, a custom client)."""
+    key = getattr(client, "api_key", None)
+    if key is None:  # google-genai: its api client's key
+        key = getattr(getattr(getattr(client, "models", None), "_api_client", None), "api_key", None)
+    if not isinstance(key, str) or not key:
+        return ""
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def wall_clock() -> float:
@@ -149,6 +182,8 @@ class EndpointLink:
         self.request_id = request_id
         self.probe = False  # this request holds the half-open probe (until settled)
         self._reset_needed = False  # the start health had a streak or breaker a success resets
+        self.capacity: CapacityPlan | None = None  # CAP-2: set by the plan when the store keeps capacity
+        self.reserved_tokens = 0.0  # CAP-2: the tokens a reservation took (reconciled at the end)
 
     def _now(self) -> float:
         return self._clock() if self._clock is not None else wall_clock()
@@ -193,7 +228,20 @@ class EndpointLink:
         take = self._probe_change(health, now)
         if take is not None:
             health = yield self.key, take
-        return self._facts(health, now)
+        facts = self._facts(health, now)
+        plan = self.capacity
+        skipped = facts.breaker_retry_at is not None or facts.cooldown_s > (plan.max_wait if plan else 0)
+        if plan is None or skipped:
+            return facts
+        # CAP-2: this request's slot in the endpoint's capacity, taken now (atomically, for the
+        # fleet with a shared store); not taken when it lies further than max_wait
+        bucket, wait = yield (
+            plan.key,
+            CapacityChange("reserve", now, tokens=plan.tokens, max_wait=plan.max_wait),
+        )
+        if wait <= plan.max_wait:
+            self.reserved_tokens = float(plan.tokens) if bucket.tokens_limit > 0 else 0.0
+        return replace(facts, capacity_wait_s=round(wait, 6))
 
     # -- while the request runs ----------------------------------------------------------------------
     def _change(self, action: Remember, now: float) -> HealthChange | None:
@@ -215,6 +263,8 @@ class EndpointLink:
             return HealthChange(streaming_disabled=True, at=now)
         if fact == "prefill_refused":  # RC-3
             return HealthChange(prefill_refused=True, at=now)
+        if fact == "capacity":  # CAP-1: learned by `_remember`, in the capacity of (endpoint, key)
+            return None
         raise ValueError(f"unknown health fact {fact!r}")
 
     def _trip_change(self, health: EndpointHealth, now: float) -> HealthChange | None:
@@ -235,6 +285,10 @@ class EndpointLink:
 
     def _remember(self, action: Remember) -> _StoreSteps[None]:
         now = self._now()
+        if action.fact == "capacity":
+            if self.capacity is not None and action.reading is not None:
+                yield self.capacity.key, CapacityChange("learn", now, reading=action.reading)
+            return
         change = self._change(action, now)
         if change is None:
             return
@@ -256,16 +310,27 @@ class EndpointLink:
             return HealthChange(breaker_open_until=reopen, probe_until=0.0, at=now)
         return HealthChange(probe_until=0.0, at=now)
 
-    def finish(self, error: BaseException | None) -> None:
-        _called(self.store, self._finish(error))
+    def finish(self, error: BaseException | None, used_tokens: int | None = None) -> None:
+        _called(self.store, self._finish(error, used_tokens))
 
-    async def afinish(self, error: BaseException | None) -> None:
-        await _awaited(self.store, self._finish(error))
+    async def afinish(self, error: BaseException | None, used_tokens: int | None = None) -> None:
+        await _awaited(self.store, self._finish(error, used_tokens))
 
-    def _finish(self, error: BaseException | None) -> _StoreSteps[None]:
+    def _finish(self, error: BaseException | None, used_tokens: int | None = None) -> _StoreSteps[None]:
         change = self._settle(error)
         if change is not None:
             yield self.key, change
+        reserved, self.reserved_tokens = self.reserved_tokens, 0.0
+        if self.capacity is not None and reserved and used_tokens is not None:
+            # CAP-2: the estimate reconciled with the real usage (more used: taken; less: given back)
+            yield self.capacity.key, CapacityChange("refund", self._now(), tokens=reserved - used_tokens)
+
+    def learn(self, reading: Any) -> None:
+        """CAP-1: a response's rate-limit reading, into the endpoint's capacity."""
+        _called(self.store, self._remember(Remember("capacity", reading=reading)))
+
+    async def alearn(self, reading: Any) -> None:
+        await _awaited(self.store, self._remember(Remember("capacity", reading=reading)))
 
 
 # A link's reads and writes of its store, written once: each yields `(key, None)` to read the
@@ -274,7 +339,7 @@ class EndpointLink:
 # to the caller from there (the steps hold nothing to clean up).
 _T = TypeVar("_T")
 if TYPE_CHECKING:
-    _StoreSteps = Generator[tuple[EndpointKey, HealthChange | None], EndpointHealth, _T]
+    _StoreSteps = Generator[tuple[Any, Any], Any, _T]
 
 
 def _called(store: HealthStore, steps: _StoreSteps[_T]) -> _T:
@@ -310,10 +375,14 @@ class _Asked:
             return False
         return True
 
-    def of(self, store: HealthStore) -> EndpointHealth:
+    def of(self, store: HealthStore) -> Any:
         key, change = self.key, self.change
+        if type(change) is CapacityChange:  # CAP-1: the plan sets one only for a store with capacity
+            return store.capacity(key, change)  # type: ignore[attr-defined]
         return store.get(key) if change is None else store.update(key, change)
 
-    def of_async(self, store: HealthStore) -> Awaitable[EndpointHealth]:
+    def of_async(self, store: HealthStore) -> Awaitable[Any]:
         key, change = self.key, self.change
+        if type(change) is CapacityChange:
+            return store.acapacity(key, change)  # type: ignore[attr-defined,no-any-return]
         return store.aget(key) if change is None else store.aupdate(key, change)

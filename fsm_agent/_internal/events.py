@@ -244,6 +244,7 @@ class RouteLoaded(Frozen):
     __slots__ = (
         "breaker_probe",
         "breaker_retry_at",
+        "capacity_wait_s",
         "cooldown_s",
         "index",
         "prefill_refused",
@@ -259,6 +260,7 @@ class RouteLoaded(Frozen):
     breaker_probe: bool  # BO-7: this request holds that endpoint's half-open probe
     breaker_retry_at: float | None  # BO-7: when that endpoint's next probe is allowed
     prefill_refused: bool  # RC-3: that endpoint refused an assistant prefill before
+    capacity_wait_s: float  # CAP-2: the wait its known capacity asks before sending (0: none)
 
     def __init__(
         self,
@@ -270,8 +272,10 @@ class RouteLoaded(Frozen):
         breaker_probe: bool = False,
         breaker_retry_at: float | None = None,
         prefill_refused: bool = False,
+        capacity_wait_s: float = 0.0,
     ) -> None:
         set_field(self, "index", index)
+        set_field(self, "capacity_wait_s", capacity_wait_s)
         set_field(self, "prefill_refused", prefill_refused)
         set_field(self, "stale_streak", stale_streak)
         set_field(self, "streaming_disabled", streaming_disabled)
@@ -313,7 +317,7 @@ class AttemptFailed(Frozen):
     trace carries the kind recorded with a stand-in for the original exception.
     """
 
-    __slots__ = ("error", "from_callback", "hint", "hint_source", "kind")
+    __slots__ = ("error", "from_callback", "hint", "hint_source", "kind", "reading")
     error: BaseException
     from_callback: bool
     kind: ErrorKind | None
@@ -321,6 +325,9 @@ class AttemptFailed(Frozen):
     # ("retry-after-ms", "retry-after"); read at the boundary, where the wall clock is.
     hint: float | None
     hint_source: str | None
+    # CAP-1: what the failed attempt said of the endpoint's rate limits (a 429's headers, Gemini's
+    # quota violations), read at the boundary; not recorded in traces (replay learns nothing)
+    reading: Any
 
     def __init__(
         self,
@@ -329,7 +336,9 @@ class AttemptFailed(Frozen):
         kind: ErrorKind | None = None,
         hint: float | None = None,
         hint_source: str | None = None,
+        reading: Any = None,
     ) -> None:
+        set_field(self, "reading", reading)
         set_field(self, "error", error)
         set_field(self, "from_callback", from_callback)
         set_field(self, "kind", kind)

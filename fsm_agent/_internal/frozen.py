@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 from operator import attrgetter
-from typing import Any, ClassVar, dataclass_transform
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
-__all__ = ["Frozen"]
+__all__ = ["Frozen", "replace"]
+
+_F = TypeVar("_F", bound="Frozen")
 
 set_field = object.__setattr__  # what a subclass's __init__ sets its fields with
 
@@ -74,3 +76,10 @@ class Frozen:
 
     def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy and pickle: rebuilt through __init__
         return (type(self), self._values(self))
+
+
+def replace(obj: _F, **changes: Any) -> _F:
+    """A copy of `obj` with `changes` to its fields, as `dataclasses.replace` (its `__init__` takes
+    every field by its name)."""
+    values = dict(zip(obj.__match_args__, obj._values(obj), strict=True))
+    return type(obj)(**{**values, **changes})

@@ -39,6 +39,7 @@ class RequestContext:
     stream_options_unsupported: bool = False
     cooldown_s: float = 0.0  # BO-6: how long the endpoint's cooldown still runs
     breaker_probe: bool = False  # BO-7: this request is the half-open breaker's one probe
+    capacity_wait_s: float = 0.0  # CAP-2: the wait the endpoint's known capacity asks (0: none)
     breaker_retry_at: float | None = None  # BO-7: when the next probe is allowed (wall clock)
     # request facts
     attempt: int = 0
@@ -162,6 +163,8 @@ class RequestContext:
         inputs.error_status = self.error_status
         inputs.breaker_probe = self.breaker_probe
         inputs.cooldown_s = self.cooldown_s
+        if self.capacity_wait_s:  # CAP-2: only on the records of a request that capacity held back
+            inputs.capacity_wait_s = self.capacity_wait_s
         inputs.max_wait = self.max_wait
         inputs.hint_s = self.hint_s
         inputs.hint_source = self.hint_source
@@ -203,6 +206,7 @@ class _Inputs:
     error_status: int | None
     breaker_probe: bool
     cooldown_s: float
+    capacity_wait_s: float
     max_wait: float
     hint_s: float | None
     hint_source: str | None
@@ -231,6 +235,18 @@ def cooling_down(ctx: RequestContext) -> bool:
 def cooldown_too_long(ctx: RequestContext) -> bool:
     """RT-1: the endpoint's cooldown runs longer than `max_wait`: another route is tried instead."""
     return ctx.cooldown_s > ctx.max_wait
+
+
+# issue 29: capacity (CAP-2)
+def capacity_short(ctx: RequestContext) -> bool:
+    """CAP-2: the endpoint's known capacity is short for this request: it waits its slot, within
+    `max_wait` (the wait, with any cooldown, is `wait_s`)."""
+    return ctx.capacity_wait_s > 0 and ctx.wait_s <= ctx.max_wait
+
+
+def capacity_too_long(ctx: RequestContext) -> bool:
+    """CAP-2: the endpoint's capacity frees up later than `max_wait`: another route is tried."""
+    return ctx.capacity_wait_s > ctx.max_wait
 
 
 def hint_too_long(ctx: RequestContext) -> bool:
@@ -407,6 +423,8 @@ GUARDS: dict[str, Guard] = {
     guard.__name__: guard
     for guard in (
         breaker_tripped,
+        capacity_short,
+        capacity_too_long,
         cooling_down,
         cooldown_too_long,
         streaming_disabled,

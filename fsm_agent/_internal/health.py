@@ -22,6 +22,8 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
+from .capacity import Bucket, CapacityChange, CapacityKey, apply_capacity
+
 __all__ = [
     "EndpointHealth",
     "EndpointKey",
@@ -80,6 +82,7 @@ class EndpointHealth:
 
 
 _HEALTHY = EndpointHealth()
+_EMPTY_BUCKET = Bucket()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +198,21 @@ class MemoryHealth:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._health: dict[EndpointKey, EndpointHealth] = {}
+        self._buckets: dict[CapacityKey, Bucket] = {}  # CAP-1: per (endpoint, key)
+
+    # -- CAP-1..CAP-3: capacity, one bucket per (endpoint, key) ------------------------------------
+    def capacity(self, key: CapacityKey, change: CapacityChange) -> tuple[Bucket, float]:
+        """Apply `change` to the key's bucket atomically; the bucket after it and the wait."""
+        with self._lock:
+            bucket, wait = apply_capacity(self._buckets.get(key, _EMPTY_BUCKET), change)
+            if bucket.is_default():
+                self._buckets.pop(key, None)
+            else:
+                self._buckets[key] = bucket
+            return bucket, wait
+
+    async def acapacity(self, key: CapacityKey, change: CapacityChange) -> tuple[Bucket, float]:
+        return self.capacity(key, change)
 
     def get(self, key: EndpointKey) -> EndpointHealth:
         with self._lock:

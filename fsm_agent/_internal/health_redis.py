@@ -51,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+from .capacity import Bucket, CapacityChange, CapacityKey, apply_capacity
 from .health import EndpointHealth, EndpointKey, HealthChange, apply
 from .redact import redact, remember_secret
 
@@ -79,6 +80,8 @@ return {1}
 """
 
 _HEALTHY = EndpointHealth()
+_EMPTY_BUCKET = Bucket()
+_BUCKET_FIELDS = Bucket.__match_args__
 _CAS_ROUNDS = 64  # a bound besides the timeout: writers to one endpoint race rarely and briefly
 _PENDING_CAP = 1024  # changes kept for Redis while it is away (oldest dropped first)
 _MAX_NUMBER = 2**63  # a stored number beyond this is nonsense (and a float could not hold it)
@@ -264,6 +267,8 @@ class RedisHealth:
         self._local: dict[EndpointKey, EndpointHealth] = {}  # last known values, and the fallback
         self._held: dict[EndpointKey, str] = {}  # the raw value Redis held when last seen
         self._pending: deque[tuple[EndpointKey, HealthChange]] = deque(maxlen=_PENDING_CAP)
+        self._held_buckets: dict[CapacityKey, str] = {}  # CAP-3: the raw bucket Redis held when last seen
+        self._local_buckets: dict[CapacityKey, Bucket] = {}  # and the fallback's estimates (HL-3)
         self._down_until: float | None = None  # monotonic; None while Redis answers
         self.round_trips = 0  # Redis commands sent (benchmarks and tests read it)
         self._closed = False
@@ -325,6 +330,49 @@ class RedisHealth:
             if self._workers is None and not self._closed:
                 self._workers = ThreadPoolExecutor(self.max_connections, thread_name_prefix="fsm_agent-redis")
             return self._workers
+
+    # -- CAP-3: capacity, one bucket per (endpoint, key) for the whole fleet -------------------------
+    def capacity(self, key: CapacityKey, change: CapacityChange) -> tuple[Bucket, float]:
+        """Apply `change` to the fleet's bucket of `key` atomically (a compare-and-set, as health
+        changes are); Redis away: to this process's own estimate (HL-3)."""
+        found = self._shared(lambda: self._capacity_write(key, change))
+        return self._local_capacity(key, change) if isinstance(found, _NotShared) else found
+
+    async def acapacity(self, key: CapacityKey, change: CapacityChange) -> tuple[Bucket, float]:
+        found = await self._on_a_worker(functools.partial(self.capacity, key, change))
+        return self._local_capacity(key, change) if isinstance(found, _NotShared) else found
+
+    def capacity_key(self, key: CapacityKey) -> str:
+        return f"{self.prefix}:capacity:{key}"
+
+    def _capacity_write(self, key: CapacityKey, change: CapacityChange) -> tuple[Bucket, float]:
+        with self._lock:
+            held = self._held_buckets.get(key, "")
+        redis_key = self.capacity_key(key)
+        if not held and change.op == "reserve":
+            # HL-2: an endpoint this process has learned no capacity of costs no round trip at a
+            # request's start (a provider without rate-limit headers never does); its first
+            # answer's headers join it to the fleet's bucket (`learn` reads it, as a CAS does)
+            return apply_capacity(_EMPTY_BUCKET, change)
+        for _ in range(_CAS_ROUNDS):
+            bucket, wait = apply_capacity(_decode_bucket(held), change)
+            value = "" if bucket.is_default() else _encode_bucket(bucket, os.urandom(6).hex())
+            expiry = str(max(1, math.ceil(bucket.expires_in() * 1000)))
+            self._count()
+            written, found = self._cas_answer(self._script(keys=[redis_key], args=[held, value, expiry]))
+            if written or found == value:
+                with self._lock:
+                    self._held_buckets[key] = value
+                    self._local_buckets[key] = bucket
+                return bucket, wait
+            held = found
+        raise HealthStoreUnavailable(f"{_CAS_ROUNDS} concurrent writers in a row on {key}")
+
+    def _local_capacity(self, key: CapacityKey, change: CapacityChange) -> tuple[Bucket, float]:
+        with self._lock:
+            bucket, wait = apply_capacity(self._local_buckets.get(key, _EMPTY_BUCKET), change)
+            self._local_buckets[key] = bucket
+            return bucket, wait
 
     # -- lifecycle -----------------------------------------------------------------------------------
     @property
@@ -461,6 +509,7 @@ class RedisHealth:
             first = self._down_until is None
             self._down_until = time.monotonic() + self.retry_interval
             self._held.clear()  # what Redis held is unknown from now on
+            self._held_buckets.clear()
         with contextlib.suppress(Exception):  # the idle pooled connections may be as broken
             self._sync.connection_pool.disconnect(inuse_connections=False)
         if first:  # one warning per outage, not one per request
@@ -500,6 +549,35 @@ class RedisHealth:
             self._remember_locally(key, updated)
             self._pending.append((key, change))
             return updated
+
+
+def _encode_bucket(bucket: Bucket, writer: str) -> str:
+    """CAP-3: a bucket as stored: its fields, and the writer's token (as `encode` does)."""
+    fields: dict[str, Any] = {name: getattr(bucket, name) for name in _BUCKET_FIELDS}
+    fields["writer"] = writer
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def _decode_bucket(raw: str) -> Bucket:
+    """A stored bucket; "" is none yet. Anything that is not our JSON of finite numbers is garbage
+    (HealthStoreUnavailable: the store falls back to its local estimates, HL-3)."""
+    if not raw:
+        return _EMPTY_BUCKET
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise HealthStoreUnavailable("a stored bucket is not JSON") from None
+    if not isinstance(data, dict):
+        raise HealthStoreUnavailable("a stored bucket is not an object")
+    values: dict[str, float] = {}
+    for name in _BUCKET_FIELDS:
+        value = data.get(name, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise HealthStoreUnavailable(f"a stored bucket's {name} is not a number")
+        if abs(value) > _MAX_NUMBER:
+            raise HealthStoreUnavailable(f"a stored bucket's {name} is out of range")
+        values[name] = float(value)
+    return Bucket(**values)
 
 
 def _where(url: str) -> str:

@@ -126,6 +126,17 @@ TABLE: list[Row] = [
          effects=["breaker_error", "close", "raise_error"]),
     _row("start", (S.IDLE, S.SWITCHING), S.SWITCHING, ["cooldown_too_long", "route_left"],
          effects=["say_skip_cooldown", "load_next_route"]),
+    # -- issue 29: capacity (CAP-1..CAP-3) ----------------------------------------------------------
+    # The endpoint's capacity, learned from the provider's rate-limit headers and 429s (shared by
+    # the fleet through RedisHealth), has no room for this request now: it waits for its slot (a
+    # reservation made when the route's health was read) instead of being sent to get a 429, or,
+    # when the slot is further than max_wait, leaves for the next route. With no route left, the
+    # rows below send it anyway: the provider's own answer decides (BO-3).
+    _row("start", (S.IDLE, S.SWITCHING), S.SWITCHING, ["capacity_too_long", "route_left"],
+         effects=["say_skip_capacity", "load_next_route"]),
+    _row("start", (S.IDLE, S.SWITCHING), S.WAITING, ["capacity_short"], ["streaming_disabled"],
+         effects=["say_capacity_wait", "wait"]),
+    # -- end of issue 29 -------------------------------------------------------------------------------
     _row("start", (S.IDLE, S.SWITCHING), S.WAITING, ["cooling_down"],
          effects=["say_cooldown_wait", "wait"]),
     # -- issue 27: plain requests --------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from . import actions as act
 from .accumulator import Accumulator
 from .backoff import wait_before
+from .cost import AttemptTally
 from .effects import RECONNECT_MARKER, dropped_tool_warning, error_summary, switch_marker
 from .errors import (
     EmptyStreamError,
@@ -135,6 +136,13 @@ def _stall_message(event: StaleTimeout, fallback_running: bool) -> str:
     return f"no provider event for {seconds:g} s"
 
 
+def _capacity_wait(ctx: RequestContext) -> None:
+    """CAP-2: the wait a route's start decides on when its capacity is short: the slot reserved
+    for the request (and any cooldown still running, whichever ends later)."""
+    if ctx.capacity_wait_s > 0:
+        ctx.wait_s, ctx.wait_source = max(ctx.capacity_wait_s, ctx.cooldown_s), "capacity"
+
+
 class RequestMachine:
     """The model object `transitions` drives; `feed()` is its only entry point."""
 
@@ -160,6 +168,8 @@ class RequestMachine:
         self.raw_response: Any = None  # the fallback's finished response (StreamResult.raw)
         self.result: StreamResult | None = None
         self.attempt_usage: list[Usage] = []  # RC-10: what the attempts that did not answer cost
+        self.tallies: list[AttemptTally] = []  # COST-1: every attempt's usage, route, model, fate
+        self.attempt_route: str | None = None  # the route the current attempt went to
         # what the firing in progress decided: the guards' values, the effects run, their outputs
         self.guard_values: dict[str, bool] = {}
         self.effects_run: list[str] = []
@@ -349,6 +359,7 @@ class RequestMachine:
         ctx = self.ctx
         if ctx.cooldown_s > 0:  # BO-6: the wait `cooling_down` decides on, for the record
             ctx.wait_s, ctx.wait_source = ctx.cooldown_s, "cooldown"
+        _capacity_wait(ctx)
         return self._fire("start", event, t)
 
     def _waited(self, event: WaitOver, t: float) -> tuple[Output, ...]:
@@ -374,16 +385,20 @@ class RequestMachine:
         ctx.stream_options_unsupported = event.stream_options_unsupported
         ctx.prefill_refused = event.prefill_refused
         ctx.cooldown_s = event.cooldown_s
+        ctx.capacity_wait_s = event.capacity_wait_s
         ctx.breaker_probe = event.breaker_probe
         ctx.breaker_retry_at = event.breaker_retry_at
         ctx.hint_s = ctx.hint_source = None
         ctx.wait_s, ctx.wait_source = (event.cooldown_s, "cooldown") if event.cooldown_s > 0 else (0.0, None)
+        _capacity_wait(ctx)
         return self._fire("start", event, t)  # a route begins as a request does
 
     def _failed(self, event: AttemptFailed, t: float) -> tuple[Output, ...]:
         kind = ErrorKind.FATAL if event.from_callback else event.kind
         self._set_error(event.error, kind, event.hint, event.hint_source)
         failed = self._count_failure()
+        if event.reading is not None:  # CAP-1: what the failure said of the endpoint's capacity
+            failed = (act.Remember("capacity", reading=event.reading), *failed)
         out = (*failed, *self._fire("error", event, t))
         if event.hint is not None and status_of(event.error) in (429, 529):
             # BO-6: the endpoint asked everyone to hold off; the session's other requests wait too.

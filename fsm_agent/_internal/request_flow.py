@@ -178,18 +178,19 @@ class Begin(Step):
 
 
 class Finish(Step):
-    """A probe the route still holds settled by how the request ended (BO-7)."""
+    """A probe the route still holds settled by how the request ended (BO-7); the route that
+    answered reconciles its capacity's token estimate with the usage (CAP-2)."""
 
-    __slots__ = ("error", "link")
+    __slots__ = ("error", "link", "used")
 
-    def __init__(self, link: EndpointLink, error: BaseException | None) -> None:
-        self.link, self.error = link, error
+    def __init__(self, link: EndpointLink, error: BaseException | None, used: int | None = None) -> None:
+        self.link, self.error, self.used = link, error, used
 
     def call(self) -> None:
-        self.link.finish(self.error)
+        self.link.finish(self.error, self.used)
 
     async def acall(self) -> None:
-        await self.link.afinish(self.error)
+        await self.link.afinish(self.error, self.used)
 
 
 class Drive(Step):
@@ -232,19 +233,34 @@ def request_steps(session: Session, call: Call, kind: Kind) -> Steps:
         try:
             if plan.telemetry is None:
                 result: StreamResult = yield Drive(driver)
+                plan.price(result, session.pricer)
             else:
                 # OT-1, entered in the caller's thread or task: the request span is a child of the
                 # caller's span; it never changes the outcome (OT-3).
                 with plan.telemetry as observer:
                     result = yield Drive(driver)
+                    plan.price(result, session.pricer)
                     observer.succeeded(result)
         except GeneratorExit:
             raise
         except BaseException as exc:
             yield from _settled(plan, exc)
             raise
-        yield from _settled(plan, None)
+        yield from _settled(plan, None, result)
+        _write_cost(session.trace, plan, result)
         return result
+
+
+def _write_cost(sink: Any, plan: RequestPlan, result: StreamResult) -> None:
+    """COST-1: the request's ledger in its trace (a sink without `write_cost` is skipped; a
+    failing one never changes the outcome, SEC-6)."""
+    write = getattr(sink, "write_cost", None)
+    if write is None or result.cost is None:
+        return
+    try:
+        write(plan.machine.request_id, result.cost.as_dict())
+    except Exception:
+        log.warning("the trace sink failed writing a request's cost", exc_info=True)
 
 
 def _planned(session: Session, call: Call, in_async: bool) -> Generator[Step, Any, RequestPlan]:
@@ -261,13 +277,20 @@ def _planned(session: Session, call: Call, in_async: bool) -> Generator[Step, An
         raise
 
 
-def _settled(plan: RequestPlan, error: BaseException | None) -> Generator[Step, Any, None]:
+def _settled(
+    plan: RequestPlan, error: BaseException | None, result: StreamResult | None = None
+) -> Generator[Step, Any, None]:
     """Every route's probe settled (BO-7); one route's store failing does not keep the others
-    from being settled."""
+    from being settled. The answering route's real usage reconciles its capacity (CAP-2)."""
+    usage = result.usage if result is not None else None
+    used = (
+        None if usage is None or usage.estimated else (usage.input_tokens or 0) + (usage.output_tokens or 0)
+    )
+    answered = result.route if result is not None else None
     for route in plan.routes:
         if route.link is not None:
             try:
-                yield Finish(route.link, error)
+                yield Finish(route.link, error, used if route.name == answered else None)
             except Exception:
                 log.warning("settling the health of route %r failed", route.name, exc_info=True)
 

@@ -12,9 +12,19 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .capacity import CapacityKey
+from .cost import Pricer, estimate_prompt_tokens, ledger, requested_output_tokens
 from .drivers.callbacks import Callbacks
 from .drivers.source import ClientSource
-from .endpoint import EndpointLink, HealthSettings, StartFacts, base_url_of, endpoint_key
+from .endpoint import (
+    CapacityPlan,
+    EndpointLink,
+    HealthSettings,
+    StartFacts,
+    base_url_of,
+    endpoint_key,
+    key_fingerprint,
+)
 from .events import RouteLoaded
 from .guards import RequestContext
 from .logs import log_record
@@ -22,6 +32,7 @@ from .observe import both
 from .prefill import accepts_prefill
 from .providers.base import ProviderAdapter
 from .request import RequestMachine
+from .result import Deferred, StreamResult
 from .routes import PreparedRoute, is_route_list, prepare_one, prepare_routes
 from .trace.records import TransitionRecord
 from .trace.sinks import EventRecorder, SinkTap, write_request_header
@@ -117,6 +128,27 @@ class RequestPlan:
             "load_route": self._aload_route if in_async else self._load_route,
         }
 
+    def price(self, result: StreamResult, pricer: Pricer) -> None:
+        """COST-1: the request's ledger on its result (`StreamResult.cost`), made and priced when
+        first read; a ledger that cannot be made is None, never a failed request."""
+        tallies = tuple(self.machine.tallies)
+        models = {route.name: route.model for route in self.routes}
+        apis = {
+            route.name: (route.api, route.link.key.base_url if route.link is not None else "")
+            for route in self.routes
+        }
+        params = {route.name: route.params for route in self.routes}
+
+        def made(_: Any) -> Any:
+            try:
+                prompts = {name: estimate_prompt_tokens(value) for name, value in params.items()}
+                return ledger(tallies, pricer, route_models=models, route_apis=apis, prompt_tokens=prompts)
+            except Exception:
+                log.warning("fsm_agent: the request's cost ledger could not be made", exc_info=True)
+                return None
+
+        result.cost = Deferred(made, None)
+
     # RT-2: the health route `index` continues from (HL-1), read when the request switches.
     def _load_route(self, index: int) -> RouteLoaded:
         return _loaded(index, self._switch(index).begin())
@@ -188,6 +220,13 @@ def plan_request(
         )
         key = endpoint_key(route.api, route.source.peek(), route.model)
         route.link = EndpointLink(session.health, key, settings, machine.request_id)
+        if hasattr(session.health, "capacity"):  # CAP-1: a store that keeps capacity (ours do)
+            last = route.index + 1 >= len(routes)
+            route.link.capacity = CapacityPlan(
+                CapacityKey(str(key), key_fingerprint(route.source.peek())),
+                estimate_prompt_tokens(route.params) + requested_output_tokens(route.params),
+                session.backoff.alone_wait if last else session.backoff.switch_wait,
+            )
     assert first.link is not None
     session._note_latest(first.link.key)
     return RequestPlan(

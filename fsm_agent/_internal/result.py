@@ -66,6 +66,22 @@ class _RawField:
         result.__dict__["_raw"] = value
 
 
+class _CostField:
+    """`StreamResult.cost`: a `Deferred` ledger is made (and priced) on first read, then kept: a
+    request whose cost nobody reads never looks a price up (genai-prices costs ~0.1 ms a lookup)."""
+
+    def __get__(self, result: Any, owner: Any = None) -> Any:
+        if result is None:
+            return None  # the dataclass field's default
+        value = result.__dict__.get("_cost")
+        if type(value) is Deferred:
+            value = result.__dict__["_cost"] = value()
+        return value
+
+    def __set__(self, result: Any, value: Any) -> None:
+        result.__dict__["_cost"] = value
+
+
 @dataclass(slots=True, repr=False)
 class ToolCall:
     """One tool call the model asked for, as it was accumulated (ACC-3, ACC-4).
@@ -202,6 +218,10 @@ class StreamResult:
         attempt_usage: What each attempt that did not answer cost, in order (RC-10): the
             provider's usage when it sent one, else an estimate (`Usage.estimated`). `usage`
             stays the answering attempt's own.
+        cost: What the request cost and what its faults wasted, attempt by attempt (COST-1): a
+            `RequestCost` (tokens billed, estimated or not, regenerated and discarded, the model
+            and route of each attempt, and its price when a price table is known); None for a
+            result built by hand.
     """
 
     content: str | None = None
@@ -225,6 +245,7 @@ class StreamResult:
     incomplete: bool = False  # RC-6
     stub_reason: str | None = None  # RC-6
     attempt_usage: list[Usage] = field(default_factory=list)  # RC-10
+    cost: Any = _CostField()  # COST-1: a `cost.RequestCost`, made on first read
 
     def __repr__(self) -> str:
         usage = self.usage

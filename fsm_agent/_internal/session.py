@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .backoff import Backoff
+from .cost import resolve_prices
 from .deadlines import PhaseDeadlines, Timeouts, resolve_deadlines
 from .drivers.sync import SyncDriver
 from .drivers.watchdog import Watchdog
@@ -92,6 +93,10 @@ class Session:
         recovery: What an attempt lost after visible text becomes (RC-1): a `Recovery(...)`;
             None means `Recovery()`, the stub of RES-4/RES-5. With a fallback route,
             `Recovery(continue_=True, restart=True)` rescues the whole answer.
+        prices: How `StreamResult.cost` prices each attempt (COST-1): a table of model ->
+            (USD per million input tokens, USD per million output tokens), or a function
+            (model, usage) -> USD; None (the default) uses `genai-prices` when it is installed
+            (`pip install fsm_agent[prices]`), else leaves the prices out; False never prices.
 
     Attributes:
         streaming_disabled: The endpoint cannot stream; requests go straight to the non-streaming
@@ -121,6 +126,7 @@ class Session:
         telemetry_content: bool | None = None,
         recovery: Recovery | None = None,
         timeouts: Timeouts | None = None,
+        prices: Any = None,
     ) -> None:
         if recovery is not None and not isinstance(recovery, Recovery):
             raise TypeError(f"recovery must be a fsm_agent.Recovery, not {type(recovery).__name__}")
@@ -157,6 +163,7 @@ class Session:
         self._latest: EndpointKey | None = None
         self._lock = threading.Lock()
         self._in_flight = InFlight()  # RES-11: what interrupt() reaches
+        self.pricer = resolve_prices(prices)  # COST-1: a table, genai-prices, or none
 
     # -- the health of the latest request's endpoint (HL-1) --------------------------------------
     def _latest_health(self) -> EndpointHealth:

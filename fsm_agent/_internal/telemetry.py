@@ -38,6 +38,8 @@ from .observe import sdk_configured
 from .redact import error_text, traceback_text
 from .result import StreamResult
 from .telemetry_attributes import (
+    attempt_cost_attributes,
+    cost_attributes,
     input_attributes,
     output_messages,
     request_attributes,
@@ -359,6 +361,10 @@ class RequestTelemetry:
                 attributes["gen_ai.response.time_to_first_chunk"] = self._first_chunk
             if self._telemetry.capture_content:
                 attributes["gen_ai.output.messages"] = json.dumps(output_messages(result), ensure_ascii=False)
+            if result.cost is not None:  # COST-1: the ledger's totals, and one event per attempt
+                attributes.update(cost_attributes(result.cost))
+                for line in result.cost.attempts:
+                    span.add_event("fsm_agent.attempt.cost", attempt_cost_attributes(line))
             span.set_attributes(attributes)
         except Exception:
             _failed("recording the result")

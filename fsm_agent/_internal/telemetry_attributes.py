@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 from .result import StreamResult
 
 __all__ = [
+    "attempt_cost_attributes",
+    "cost_attributes",
     "input_attributes",
     "output_messages",
     "request_attributes",
@@ -237,3 +239,43 @@ def _arguments(arguments: Any) -> Any:
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def cost_attributes(cost: Any) -> dict[str, Any]:
+    """COST-1: the request's ledger totals as span attributes (`fsm_agent.cost.*`)."""
+    attributes: dict[str, Any] = {
+        "fsm_agent.cost.input_tokens": cost.input_tokens,
+        "fsm_agent.cost.output_tokens": cost.output_tokens,
+        "fsm_agent.cost.regenerated_tokens": cost.regenerated_tokens,
+        "fsm_agent.cost.discarded_tokens": cost.discarded_tokens,
+        "fsm_agent.cost.wasted_tokens": cost.wasted_tokens,
+        "fsm_agent.cost.estimated": cost.estimated,
+    }
+    if cost.price is not None:
+        attributes["fsm_agent.cost.usd"] = cost.price
+    if cost.wasted_price is not None:
+        attributes["fsm_agent.cost.wasted_usd"] = cost.wasted_price
+    return attributes
+
+
+def attempt_cost_attributes(line: Any) -> dict[str, Any]:
+    """COST-1: one attempt's line of the ledger, as the attributes of its span event
+    (`fsm_agent.attempt.cost`), with the GenAI names for its model and token counts."""
+    attributes: dict[str, Any] = {
+        "fsm_agent.attempt": line.attempt,
+        "fsm_agent.attempt.outcome": line.outcome,
+        "gen_ai.usage.input_tokens": line.input_tokens,
+        "gen_ai.usage.output_tokens": line.output_tokens,
+        "fsm_agent.usage.estimated": line.estimated,
+        "fsm_agent.cost.regenerated_tokens": line.regenerated_tokens,
+        "fsm_agent.cost.discarded_tokens": line.discarded_tokens,
+    }
+    if line.route is not None:
+        attributes["fsm_agent.route"] = line.route
+    if line.model is not None:
+        attributes["gen_ai.response.model"] = line.model
+    if line.price is not None:
+        attributes["fsm_agent.cost.usd"] = line.price
+    if line.price_source is not None:
+        attributes["fsm_agent.cost.price_source"] = line.price_source
+    return attributes

@@ -52,6 +52,7 @@ from fsm_agent.testing.faults import (
     StreamError,
     StreamingUnsupported,
 )
+from fsm_agent.testing.rate_limit import RateLimit
 from fsm_agent.testing.registry import (
     DEMOS,
     SCENARIOS,
@@ -104,6 +105,7 @@ __all__ = [
     "NoBlockStop",
     "NoHeaders",
     "NonStreamingBody",
+    "RateLimit",
     "Reasoning",
     "Refusal",
     "RefusePrefill",

@@ -154,7 +154,15 @@ class EmulatorHandler(BaseHTTPRequestHandler):
         delay = emu.frame_delay
         self._stream(wire.stream_content_type, build_plan(frames[after + 1 :], wire, Scenario(), ctx, delay))
 
+    _extra_headers: Mapping[str, str] = {}  # issue 29: the rate-limit headers of this answer
+
+    def end_headers(self) -> None:
+        for name, value in self._extra_headers.items():
+            self.send_header(name, value)
+        super().end_headers()
+
     def do_POST(self) -> None:
+        self._extra_headers = {}
         raw = self._read_body()
         try:
             body: Any = json.loads(raw) if raw else None
@@ -169,6 +177,18 @@ class EmulatorHandler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": {"message": f"Unknown path {path}", "type": "not_found"}})
             return
         emu = self.server.emulator
+        limit = emu.rate_limit
+        if limit is not None:  # issue 29: the route's rate limits, told in every answer's headers
+            admitted, wait, self._extra_headers = limit.admit(mapping)
+            if not admitted:
+                self._record(raw, body, api, stream, None)
+                own, headers = limit.refusal(wait)
+                if own is None:
+                    own, headers = emu._wires[api].error_body(
+                        429, "Rate limit reached; please try again later."
+                    )
+                self._send_json(429, own, headers)
+                return
         sc = emu._next_scenario()
         self._record(raw, body, api, stream, sc)
         self._seq = emu._count()

@@ -17,6 +17,7 @@ from typing import Any
 
 from fsm_agent.testing import faults as F
 from fsm_agent.testing.handler import EmulatorHandler, Request, make_wires
+from fsm_agent.testing.rate_limit import RateLimit
 from fsm_agent.testing.scenario import Scenario
 
 THREAD_PREFIX = "fsm-emulator"
@@ -102,6 +103,9 @@ class Emulator:
             `"Hello from the emulator."`.
         frame_delay: Seconds to pause between the frames of every answer (a scenario's own
             `frame_delay` overrides it), to make a stream take visible time.
+        rate_limit: A `RateLimit` the emulator enforces (requests and tokens per window), told
+            in every answer's rate-limit headers in the provider's style; a refused request gets
+            a 429 and no scenario.
     """
 
     _wake_r: socket.socket
@@ -113,8 +117,10 @@ class Emulator:
         port: int = 0,
         default: Scenario | None = None,
         frame_delay: float = 0.0,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self.frame_delay = frame_delay
+        self.rate_limit = rate_limit  # issue 29: requests and tokens per window, enforced
         self.default = default if default is not None else Scenario.build("Hello from the emulator.")
         self._want_port = port
         self._lock = threading.Lock()

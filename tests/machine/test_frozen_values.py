@@ -34,7 +34,7 @@ def test_repr_is_the_dataclass_repr() -> None:
     assert repr(Usage(1, cached_tokens=0)) == (
         "Usage(input_tokens=1, output_tokens=None, total_tokens=None, cached_tokens=0, estimated=False)"
     )
-    assert repr(actions.Remember("stall")) == "Remember(fact='stall', seconds=0.0)"
+    assert repr(actions.Remember("stall")) == "Remember(fact='stall', seconds=0.0, reading=None)"
 
 
 def test_fields_cannot_be_assigned_or_deleted() -> None:

@@ -495,6 +495,7 @@ def _error(rng: random.Random) -> Exception:
 
 
 _LADDER = random.Random(25)  # RC-1: the random walk's ladder settings
+_CAPACITY = random.Random(29)  # issue 29: the capacity facts' own draws
 
 
 def _drive(rng: random.Random, plain: bool = False) -> RequestMachine:
@@ -519,6 +520,8 @@ def _drive(rng: random.Random, plain: bool = False) -> RequestMachine:
         prefill_refused=_LADDER.random() < 0.1,
         recover_resume=_LADDER.random() < 0.5,
         plain=plain,  # issue 27 (WR-1): a wrapped client's call without streaming
+        # CAP-2: a slot to wait for, or one further than max_wait (a generator of its own too)
+        capacity_wait_s=_CAPACITY.choice([0.0] * 38 + [1.0, 1000.0]),
     )
     m = RequestMachine(ctx, request_id="random")
     pending = list(m.feed(Start(), 0.0))
@@ -538,6 +541,7 @@ def _drive(rng: random.Random, plain: bool = False) -> RequestMachine:
                     streaming_disabled=rng.random() < 0.2,
                     cooldown_s=rng.choice([0.0, 0.0, 1.0, 100.0]),
                     breaker_probe=rng.random() < 0.3,
+                    capacity_wait_s=_CAPACITY.choice([0.0] * 38 + [1.0, 1000.0]),
                 )
                 pending.extend(m.feed(Interrupt() if rng.random() < 0.1 else loaded, 0.0))
             elif isinstance(action, act.Wait):  # BO-4: the wait ends, or an interrupt cuts it

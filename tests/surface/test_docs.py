@@ -30,7 +30,7 @@ import fsm_agent
 import fsm_agent.testing
 
 ROOT = Path(__file__).resolve().parents[2]
-PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC|WR|PX"
+PREFIXES = "FSM|WIRE|ACC|CB|RES|WD|PRV|TR|DG|CLI|EMU|SEC|BO|RT|HL|OT|RC|WR|PX|CAP|COST"
 CITED = re.compile(rf"\b(?:{PREFIXES})-(?:[A-Z]\d*|\d+)\b")
 # A rule is defined as a list item opening with its anchor and its bold ID: `- <a id="res-4"></a>**RES-4**`.
 DEFINED = re.compile(
@@ -59,6 +59,8 @@ CONTRACT = {
     "OT": 3,
     "WR": 4,
     "PX": 8,  # the proxy (issue 28)
+    "CAP": 3,  # issue 29: capacity
+    "COST": 1,  # issue 29: the cost ledger
 }
 PROVIDER_RULES = {
     "PRV-C",

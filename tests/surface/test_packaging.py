@@ -16,6 +16,7 @@ PROVIDES = {
     "opentelemetry-api": {"opentelemetry"},
     "google-genai": {"google"},
     "prometheus-client": {"prometheus_client"},
+    "genai-prices": {"genai_prices"},
 }
 # Imported only where the library that needs it is already running (pytest loads its plugin).
 HOSTED = {"pytest"}

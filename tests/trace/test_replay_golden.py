@@ -76,9 +76,23 @@ def _records_only(source: Path, target: Path) -> Path:
     return target
 
 
+# Guards a later table asks before the goldens' rows and that decided nothing there (False): a
+# fresh recording asks them, the goldens predate them (issue 29's capacity rows).
+_NEWER_GUARDS = frozenset({"capacity_short", "capacity_too_long"})
+
+
 def _path(records: Any) -> list[tuple[Any, ...]]:
     return [
-        (r.attempt, r.seq, r.trigger, r.source, r.dest, r.guards, r.visible_chars, r.tools_in_flight)
+        (
+            r.attempt,
+            r.seq,
+            r.trigger,
+            r.source,
+            r.dest,
+            {name: value for name, value in r.guards.items() if value or name not in _NEWER_GUARDS},
+            r.visible_chars,
+            r.tools_in_flight,
+        )
         for r in records
     ]
 

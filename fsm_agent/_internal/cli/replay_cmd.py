@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--routes", type=positive_int, default=None, help="what if only the first N routes had been given"
     )
     parser.add_argument(
+        "--prices",
+        default=None,
+        metavar="FILE",
+        help="price the cost summary with this JSON table: {model: [input, output] USD per million tokens}",
+    )
+    parser.add_argument(
         "--timeouts",
         type=timeouts_argument,
         default=None,
@@ -92,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
         "timeouts": args.timeouts,
     }
     try:
-        report = replay(args.file, request_id=args.request, **settings)
+        prices = _prices_table(args.prices) if args.prices is not None else None
+        report = replay(args.file, request_id=args.request, prices=prices, **settings)
     except (TraceFormatError, TypeError, ValueError) as exc:
         print(f"fsm-agent replay: {safe_text(exc)}", file=sys.stderr)
         return 2
@@ -109,6 +116,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         format_report(report, sys.stdout, width=terminal_width(sys.stdout))
     return 0 if report.matched else 1
+
+
+def _prices_table(path: str) -> Any:
+    """COST-1: the `--prices` file, a JSON object of model -> [input, output] USD per million tokens."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            table = json.load(file)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read the prices file {path}: {exc}") from None
+    if not isinstance(table, dict):
+        raise ValueError("the prices file must hold a JSON object: {model: [input, output], ...}")
+    return table
 
 
 def terminal_width(out: Any) -> int | None:

@@ -175,6 +175,9 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         attempt = await self._open(client, plan)
         self.watchdog.headers()  # WD-5: the first_event phase begins
         self.attempt = attempt
+        reading = self._rate_reading(attempt)
+        if reading is not None:  # CAP-1: what the response's headers say of the endpoint's capacity
+            await self.health.alearn(reading)
         interrupted = self._interrupt_noticed()
         if interrupted is not None:
             return interrupted

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .. import actions as act
+from ..capacity import read_rate_headers
 from ..deadlines import PhaseDeadlines
 from ..endpoint import EndpointLink
 from ..errors import MachineError
@@ -215,6 +216,14 @@ class DriverCore(ActionLoop, Generic[W]):
             on_activity=on_activity,
             route_owned=self.adapter.route_owned,
         )
+
+    def _rate_reading(self, attempt: Any) -> Any:
+        """CAP-1: the rate-limit reading of an attempt's response headers (None: none, or a store
+        that keeps no capacity)."""
+        headers = getattr(attempt, "headers", None)
+        if headers is None or self.health.capacity is None:
+            return None
+        return read_rate_headers(headers, time.time())
 
     def _limited(self, attempt: Attempt) -> Attempt:
         """Give a stream of objects read from bytes below us (Bedrock) the byte cap (SEC-5)."""

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 
 from ..backoff import retry_hint
-from ..errors import ErrorKind
+from ..capacity import throttle_reading
+from ..errors import ErrorKind, status_of
 from ..events import AttemptFailed, Interrupt, StaleTimeout
 from .callbacks import CallbackError
 
@@ -51,10 +52,13 @@ def failure_event(
         raise exc  # SystemExit, GeneratorExit: not ours to handle
     if route_owned is not None and route_owned(exc):
         return AttemptFailed(exc, kind=ErrorKind.ROUTE_OWNED)
-    hint = retry_hint(exc, time.time())  # BO-2: read here, where the wall clock is
+    now = time.time()
+    hint = retry_hint(exc, now)  # BO-2: read here, where the wall clock is
+    # CAP-1: what the failure says of the endpoint's capacity (a 429's headers, Gemini's quota)
+    reading = throttle_reading(exc, status_of(exc), hint[0] if hint is not None else None, now)
     if hint is None:
-        return AttemptFailed(exc)
-    return AttemptFailed(exc, hint=hint[0], hint_source=hint[1])
+        return AttemptFailed(exc, reading=reading)
+    return AttemptFailed(exc, hint=hint[0], hint_source=hint[1], reading=reading)
 
 
 _TIMEOUT_NAMES = frozenset({"ReadTimeout", "APITimeoutError", "TimeoutException", "ReadTimeoutError"})

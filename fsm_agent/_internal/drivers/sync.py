@@ -114,6 +114,9 @@ class SyncDriver(DriverCore[Watchdog]):
             return self._failure(exc, opened_at)
         watchdog.disarm()
         self.attempt = attempt
+        reading = self._rate_reading(attempt)
+        if reading is not None:  # CAP-1: what the response's headers say of the endpoint's capacity
+            self.health.learn(reading)
         if watchdog.fired is not None:  # fired as the headers arrived: the socket is gone
             return self._failure(EOFError("aborted while opening"), opened_at)
         if attempt.finished is not None:

@@ -97,7 +97,9 @@ class Attempt:
         sock: socket.socket | None = None,
         json_body: Callable[[Any], Any] | None = None,
         limit: Callable[[int], None] | None = None,
+        headers: Any = None,
     ) -> None:
+        self.headers = headers  # CAP-1: the response's headers (the rate-limit readings)
         self.chunks = chunks
         self.objects = objects
         self.finished = finished
@@ -153,7 +155,9 @@ class AsyncAttempt:
         closer: Callable[[], Awaitable[None]] | None = None,
         sock: socket.socket | None = None,
         json_body: Callable[[Any], Any] | None = None,
+        headers: Any = None,
     ) -> None:
+        self.headers = headers  # CAP-1: the response's headers (the rate-limit readings)
         self.chunks = chunks
         self.objects = objects
         self.finished = finished
@@ -196,7 +200,13 @@ def open_streaming(manager: Any, as_finished: Callable[[Any], Any] | None = None
         manager.__exit__(None, None, None)
 
     json_body = (as_finished or _as_is) if _is_json(http) else None
-    return Attempt(chunks=_body_bytes(http), closer=closer, sock=socket_of(http), json_body=json_body)
+    return Attempt(
+        chunks=_body_bytes(http),
+        closer=closer,
+        sock=socket_of(http),
+        json_body=json_body,
+        headers=http.headers,
+    )
 
 
 def _raw_is_decoded(http: Any) -> bool:
@@ -246,7 +256,9 @@ async def aopen_streaming(manager: Any, as_finished: Callable[[Any], Any] | None
             await manager.__aexit__(None, None, None)
 
     json_body = (as_finished or _as_is) if _is_json(http) else None
-    return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http), json_body=json_body)
+    return AsyncAttempt(
+        chunks=chunks, closer=closer, sock=socket_of(http), json_body=json_body, headers=http.headers
+    )
 
 
 async def aobject_attempt(returned: Any, is_finished: Callable[[Any], bool]) -> AsyncAttempt:

@@ -632,7 +632,15 @@ class BedrockAdapter:
                 return Attempt(finished=response)  # WIRE-5: a finished answer to a streaming call
             raise _malformed("converse_stream must answer with a stream", response)
         events = BedrockEvents(stream)
-        return Attempt(objects=events, closer=events.close, sock=_socket_under(stream), limit=events.limit)
+        meta = response.get("ResponseMetadata") if isinstance(response, dict) else None
+        headers = meta.get("HTTPHeaders") if isinstance(meta, dict) else None  # CAP-1
+        return Attempt(
+            objects=events,
+            closer=events.close,
+            sock=_socket_under(stream),
+            limit=events.limit,
+            headers=headers,
+        )
 
     def request_plain(self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
         session = getattr(getattr(client, "_endpoint", None), "http_session", None)

@@ -229,7 +229,8 @@ class GeminiAdapter:
         http = response.response_stream
         if _is_json(http):
             return _json_attempt(http)
-        return Attempt(chunks=_sync_chunks(http), closer=http.close, sock=socket_of(http))
+        headers = getattr(http, "headers", None)  # CAP-1
+        return Attempt(chunks=_sync_chunks(http), closer=http.close, sock=socket_of(http), headers=headers)
 
     @staticmethod
     def _objects(returned: Any) -> Any:
@@ -281,7 +282,9 @@ class GeminiAdapter:
                     await http.aclose()
 
             json_body = _as_body if _is_json(http) else None  # WIRE-5: read under the cap (SEC-5)
-            return AsyncAttempt(chunks=chunks, closer=closer, sock=socket_of(http), json_body=json_body)
+            return AsyncAttempt(
+                chunks=chunks, closer=closer, sock=socket_of(http), json_body=json_body, headers=http.headers
+            )
 
         # aiohttp (when the SDK is installed with it): its content reader, released when done.
         async def release() -> None:

@@ -193,6 +193,7 @@ _ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
         "cooldown_s": e.cooldown_s,
         "breaker_probe": e.breaker_probe,
         "breaker_retry_at": e.breaker_retry_at,
+        **({"capacity_wait_s": e.capacity_wait_s} if e.capacity_wait_s else {}),
     },
     FallbackDelivered: lambda e: {},
     AttemptFailed: lambda e: {
@@ -330,6 +331,9 @@ def _route_loaded(fields: dict[str, Any]) -> RouteLoaded:
         retry_at = _number(fields, "breaker_retry_at")
     if cooldown < 0 or cooldown != cooldown:
         raise CodecError("'cooldown_s' must be a number >= 0")
+    capacity = _number(fields, "capacity_wait_s") if "capacity_wait_s" in fields else 0.0
+    if capacity < 0 or capacity != capacity:
+        raise CodecError("'capacity_wait_s' must be a number >= 0")
     return RouteLoaded(
         index,
         streak,
@@ -338,6 +342,7 @@ def _route_loaded(fields: dict[str, Any]) -> RouteLoaded:
         cooldown,
         _bool(fields, "breaker_probe"),
         retry_at,
+        capacity_wait_s=capacity,
     )
 
 

@@ -100,6 +100,7 @@ class RequestTrace:
     records: list[TransitionRecord] = field(default_factory=list)
     record_lines: list[int] = field(default_factory=list)
     batches: list[EventBatch] = field(default_factory=list)
+    cost: dict[str, Any] | None = None  # COST-1: the ledger the request ended with (its `cost` line)
 
     @property
     def has_wire(self) -> bool:
@@ -309,6 +310,11 @@ def _add(trace: Trace, obj: Any, lineno: int) -> None:
         if found.header is not None or found.records or found.batches:
             raise _LineError(f"request {header.request_id} announced twice or after its records")
         found.header = header
+    elif kind == "cost":  # COST-1: read as data only; replay prints it, never executes it
+        request_id, cost = obj.get("request_id"), obj.get("cost")
+        if type(request_id) is not str or type(cost) is not dict or type(cost.get("attempts")) is not list:
+            raise _LineError("a cost line needs a request_id and a cost with its attempts")
+        trace.request(request_id).cost = cost
     else:
         raise _LineError(f"unknown line type {kind!r}")
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import actions as act
 from ..backoff import wait_before
+from ..cost import Pricer, RequestCost, cost_from_dict, ledger, resolve_prices
 from ..deadlines import Timeouts, resolve_deadlines
 from ..drivers.interpreter import ActionLoop, Decided
 from ..errors import ErrorKind, MachineError, TraceFormatError
@@ -68,6 +69,7 @@ SETTINGS: dict[str, tuple[type, ...]] = {
     "stream_options_unsupported": (bool,),
     "routes": (int,),  # RT-: keep only the first N routes (what if there had been no fallback?)
     "cooldown_s": (int, float),
+    "capacity_wait_s": (int, float),  # CAP-2: the slot the request waited for
     "breaker_probe": (bool,),
     # issue 25b, RC-1: the recovery ladder, and which routes take a prefill (RC-3)
     "recover_resume": (bool,),
@@ -80,9 +82,18 @@ SETTINGS: dict[str, tuple[type, ...]] = {
 }
 # Recorded settings a machine cannot run with when negative (a Backoff refuses them, SEC-7).
 _NON_NEGATIVE = frozenset(
-    {"retries", "stale_giveup", "stale_streak", "backoff_base", "backoff_cap", "max_wait", "cooldown_s"}
+    {
+        "retries",
+        "stale_giveup",
+        "stale_streak",
+        "backoff_base",
+        "backoff_cap",
+        "max_wait",
+        "cooldown_s",
+        "capacity_wait_s",
+    }
 )
-_FLOATS = ("stale_timeout", "backoff_base", "backoff_cap", "max_wait", "cooldown_s")
+_FLOATS = ("stale_timeout", "backoff_base", "backoff_cap", "max_wait", "cooldown_s", "capacity_wait_s")
 _DEFAULTS: dict[str, Any] = {
     "retries": 2,
     "stale_timeout": None,
@@ -97,6 +108,7 @@ _DEFAULTS: dict[str, Any] = {
     "stream_options_unsupported": False,
     "routes": None,
     "cooldown_s": 0.0,
+    "capacity_wait_s": 0.0,
     "breaker_probe": False,
     "recover_resume": False,
     "recover_continue": False,
@@ -113,6 +125,7 @@ def replay(
     request_id: str | None = None,
     max_line: int = MAX_LINE_BYTES,
     on_tool_args: Callable[[int, str, Any], Any] | None = None,
+    prices: Any = None,
     **settings: Any,
 ) -> ReplayReport:
     """Replay the trace at `source` (a path, an open binary file or a `MemorySink`).
@@ -124,7 +137,10 @@ def replay(
     `stream_options_unsupported`); None means "as recorded".
     With a wire recording, `on_tool_args` receives the tool arguments as they grew (ACC-11), as
     the live request's callback did: the events of one read share their recorded time.
+    `prices` (a table as `Session(prices=...)` takes) re-prices each request's cost summary
+    (COST-1: "what the faults cost"); None keeps the prices the trace recorded.
     """
+    pricer = resolve_prices(prices) if prices is not None else None
     overrides = check_settings(settings)
     trace = read_trace(source, max_line=max_line)
     if not trace.requests:
@@ -137,6 +153,8 @@ def replay(
         if request_id is not None and found.request_id != request_id:
             continue
         result = replay_request(found, overrides, first_step=first_step, on_tool_args=on_tool_args)
+        result.cost = replay_cost(found, result.machine, pricer)
+        result.machine = None
         first_step += len(result.steps)
         report.requests.append(result)
     return report
@@ -221,6 +239,7 @@ def new_machine(request_id: str, settings: dict[str, Any], watch_tool_args: bool
         streaming_disabled=settings["streaming_disabled"],
         stream_options_unsupported=settings["stream_options_unsupported"],
         cooldown_s=float(settings["cooldown_s"]),
+        capacity_wait_s=float(settings["capacity_wait_s"]),
         breaker_probe=settings["breaker_probe"],
         recover_resume=settings["recover_resume"],
         recover_continue=settings["recover_continue"],
@@ -245,7 +264,9 @@ def replay_request(
     what_if = any(recorded.get(name) != value for name, value in overrides.items())
     result = RequestReplay(found.request_id, "wire" if found.has_wire else "records", effective, overrides)
     if found.has_wire:
-        replayed, delivered, outcome, notes = refeed(found, recorded, on_tool_args=on_tool_args)
+        kept: list[RequestMachine] = []
+        replayed, delivered, outcome, notes = refeed(found, recorded, on_tool_args=on_tool_args, keep=kept)
+        result.machine = kept[0] if kept else None
         result.recorded_outcome = outcome
         if what_if:
             stale = effective["stale_timeout"] if "stale_timeout" in overrides else None
@@ -282,6 +303,33 @@ def replay_request(
     return result
 
 
+def replay_cost(
+    found: RequestTrace, machine: RequestMachine | None, pricer: Pricer | None
+) -> RequestCost | None:
+    """COST-1: what the request cost, for the replay's "what the faults cost": the ledger its
+    trace recorded (re-priced by `pricer` when given); for a wire recording without one (an older
+    trace), the ledger of the replayed attempts, priced by `pricer` alone."""
+    recorded = found.cost
+    if recorded is not None:
+        try:
+            return cost_from_dict(recorded, pricer)
+        except (TypeError, ValueError, KeyError):
+            return None  # SEC-7: a garbled cost line is no summary, never a traceback
+    if machine is None or not machine.tallies:
+        return None
+    header = found.header
+    details = header.route_details if header is not None else ()
+    models: dict[str | None, Any] = {
+        str(route.get("name")): route.get("model") for route in details if isinstance(route, dict)
+    }
+    apis: dict[str | None, tuple[str, str]] = {
+        str(route.get("name")): (str(route.get("api") or ""), "")
+        for route in details
+        if isinstance(route, dict)
+    }
+    return ledger(machine.tallies, pricer or resolve_prices(False), route_models=models, route_apis=apis)
+
+
 def _final(outputs: Any, final: Any) -> Any:
     for item in outputs:
         kind = type(item)
@@ -298,6 +346,7 @@ def refeed(
     *,
     coalesce: bool = True,
     on_tool_args: Callable[[int, str, Any], Any] | None = None,
+    keep: list[RequestMachine] | None = None,
 ) -> tuple[list[TransitionRecord], list[int], Outcome, list[str]]:
     """Feed every recorded event, at its recorded time, to a machine with the recorded settings
     (runs of deltas joined where that changes nothing, unless `coalesce` is off: `refeed.py`)."""
@@ -306,6 +355,8 @@ def refeed(
     else:
         machine = new_machine(found.request_id, settings, watch_tool_args=True)
     fed = feed_recording(machine, found, coalesce=coalesce, on_tool_args=on_tool_args)
+    if keep is not None:  # COST-1: the replayed attempts' tallies, for a trace with no cost line
+        keep.append(machine)
     return machine.records, fed.delivered_at, _outcome(machine, fed.final, True), fed.notes
 
 
@@ -413,6 +464,7 @@ def _set_inputs(
     ctx.streaming_disabled = _take(inputs, "streaming_disabled", (bool,), ctx.streaming_disabled, line)
     ctx.breaker_probe = _take(inputs, "breaker_probe", (bool,), ctx.breaker_probe, line)
     ctx.cooldown_s = float(_take(inputs, "cooldown_s", (int, float), ctx.cooldown_s, line))
+    ctx.capacity_wait_s = float(_take(inputs, "capacity_wait_s", (int, float), 0.0, line))  # CAP-2
     hint = _take(inputs, "hint_s", (int, float), None, line)
     ctx.hint_s = float(hint) if hint is not None else None
     ctx.hint_source = _take(inputs, "hint_source", (str,), None, line)

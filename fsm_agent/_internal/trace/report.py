@@ -241,6 +241,8 @@ class RequestReplay:
     notes: list[str] = field(default_factory=list)
     # WD-10: in a what-if run, each attempt that would have stalled: attempt, t, phase, deadline
     stalls: list[dict[str, Any]] = field(default_factory=list)
+    cost: Any = None  # COST-1: a `cost.RequestCost`, what the request (and its faults) cost
+    machine: Any = None  # the replayed machine, while the cost is made from it
 
     @property
     def first_mismatch(self) -> Mismatch | None:
@@ -272,6 +274,7 @@ class RequestReplay:
             else None,
             "notes": self.notes,
             "stalls": self.stalls,
+            "cost": self.cost.as_dict() if self.cost is not None else None,
             "steps": [step.as_dict() for step in self.steps],
         }
 

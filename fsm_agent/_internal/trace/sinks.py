@@ -146,6 +146,7 @@ def write_request_header(sink: Any, machine: Any, **facts: Any) -> None:
             "stream_options_unsupported": ctx.stream_options_unsupported,
             "cooldown_s": ctx.cooldown_s,
             "breaker_probe": ctx.breaker_probe,
+            **({"capacity_wait_s": ctx.capacity_wait_s} if ctx.capacity_wait_s else {}),  # CAP-2
         },
     }
     write(machine.request_id, header)
@@ -269,6 +270,13 @@ class _LineSink:
     def write_request(self, request_id: str, header: dict[str, Any]) -> None:
         line = _dumps({"schema": SCHEMA_VERSION, "type": "request", "request_id": request_id, **header})
         with self._lock:
+            self._emit(line, True)
+
+    def write_cost(self, request_id: str, cost: dict[str, Any]) -> None:
+        """COST-1: the request's ledger, once it has ended (a `cost` line, after its records)."""
+        line = _dumps({"schema": SCHEMA_VERSION, "type": "cost", "request_id": request_id, "cost": cost})
+        with self._lock:
+            self._flush_batch(request_id)
             self._emit(line, True)
 
     def write_record(self, record: TransitionRecord) -> None:

@@ -147,6 +147,12 @@ def _format_report(report: Any, out: TextIO) -> None:
             out.write(f"  recorded outcome: {safe_text(request.recorded_outcome.describe(would=False))}\n")
         if overrides and request.outcome is not None:
             out.write(f"  what-if outcome:  {safe_text(request.outcome.describe(would=True))}\n")
+        if request.cost is not None and len(request.cost.attempts) > 1:  # COST-1
+            from ..cost import cost_summary
+
+            out.write("  what the faults cost:\n")
+            for line in cost_summary(request.cost):
+                out.write(f"    {safe_text(line)}\n")
         for note in request.notes:
             out.write(f"  note: {safe_text(note)}\n")
         mismatch = request.first_mismatch
