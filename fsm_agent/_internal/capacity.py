@@ -134,9 +134,7 @@ def _number(raw: Any) -> float | None:
 
 
 # Compiled at its first match (by `re`'s own cache): importing the module compiles nothing.
-_DURATION = (
-    r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$"
-)
+_DURATION = r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$"
 
 
 def parse_duration(raw: Any) -> float | None:
