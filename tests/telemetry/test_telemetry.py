@@ -221,6 +221,7 @@ def test_success(otel: Otel, emulator: Emulator, api: Api) -> None:
         "capacity_too_long=false",  # CAP-2 (issue 29's rows, before the cooldown's wait)
         "capacity_short=false",
         "cooling_down=false",
+        "plain_request=false",  # WR-1: a wrapped client's call without streaming
         "streaming_disabled=false",
     )
     assert tree.phases() == [("fsm_agent.attempt", "done", StatusCode.UNSET)]
