@@ -32,8 +32,7 @@ from ..events import (
     UsageReport,
 )
 from ..result import Deferred, Usage
-from ..wire.pipeline import parse_json_payload
-from ..wire.shapes import DICT, INT, STR, Shape
+from ..wire.shapes import DICT, INT, STR, Shape, parse_json
 from ..wire.sse import SSEFrame
 from .base import (
     AsyncAttempt,
@@ -260,7 +259,7 @@ class ResponsesTranslator:
         if data == "[DONE]":  # some compatible hosts end Responses streams like Chat Completions
             self.done = True
             return []
-        payload = parse_json_payload(data)
+        payload = parse_json(data, "stream frame")
         if isinstance(payload, dict) and "type" not in payload and frame.event:
             payload = {**payload, "type": frame.event}
         events = self.payload(payload)
