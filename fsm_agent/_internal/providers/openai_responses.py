@@ -274,8 +274,9 @@ class ResponsesTranslator:
             return self._failed(event)
         EVENT.check(event, _WHAT)
         kind = event.get("type")
-        if kind == _TEXT:
-            return _text_event(TextDelta, event)
+        if kind == _TEXT:  # the common event, one per token: `_text_event` written in place
+            delta = event["delta"]
+            return [TextDelta(delta)] if delta else []
         if kind in _REASONING:
             return _text_event(ReasoningDelta, event)
         if kind == _REFUSAL:
