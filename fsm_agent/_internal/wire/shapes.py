@@ -206,10 +206,12 @@ def _emit(
     env: dict[str, Any],
     known_dict: bool = False,
     kept: list[str] | None = None,
+    get: str | None = None,
 ) -> None:
     """Lines checking the object in `var` (at `path`: key literals and index variables);
     `known_dict`: the parent's field check already made sure it is an object. `kept`: each
     field's value is left in a variable of its own, whose name is appended (for `Shape.read`).
+    `get`: the name `var.get` is already bound to (a discriminated case reads its parent's object).
 
     An object of a shape whose fields are all optional, and which holds its first declared field
     and nothing else (a Chat delta of text alone), has every other declared field absent, which
@@ -219,8 +221,10 @@ def _emit(
         const = f"K{len(env)}"
         env[const] = f"a JSON object ({shape.name})"
         lines.append(f"{ind}if type({var}) is not dict: raise _Wrong({_path(path)}, {const}, {var})")
-    get = f"g{depth}"
-    lines.append(f"{ind}{get} = {var}.get")
+    if get is None:
+        get = f"g{depth}"
+        lines.append(f"{ind}{get} = {var}.get")
+    kind = f"s{depth}"
     fields = list(shape.fields.items())
     names = [f"r{number}" if kept is not None else f"v{depth}" for number in range(len(fields))]
     if kept is not None:
@@ -241,18 +245,20 @@ def _emit(
     for (key, spec), value in zip(fields, names, strict=True):
         here = (*path, repr(key))
         lines.append(f"{ind}{value} = {get}({key!r})")
+        if key == shape.by:  # the discriminator is a declared field: its value is at hand
+            lines.append(f"{ind}{kind} = {value}")
         if key not in shape.required:
             lines.append(f"{ind}if {value} is not None:")
             _typed(spec, value, here, True, ind + "    ", depth, lines, env)
         else:
             _typed(spec, value, here, False, ind, depth, lines, env)
     if shape.by is not None:
-        kind = f"s{depth}"
-        lines.append(f"{ind}{kind} = {get}({shape.by!r})")
+        if shape.by not in shape.fields:
+            lines.append(f"{ind}{kind} = {get}({shape.by!r})")
         if len(shape.cases) <= 16:
             for number, (name, case) in enumerate(shape.cases.items()):
                 lines.append(f"{ind}{'elif' if number else 'if'} {kind} == {name!r}:")
-                _emit(case, var, path, ind + "    ", depth + 1, lines, env, known_dict=True)
+                _emit(case, var, path, ind + "    ", depth + 1, lines, env, known_dict=True, get=get)
         else:
             cases, found = f"CASES{len(env)}", f"c{depth}"
             env[cases] = {name: case.plain_check() for name, case in shape.cases.items()}
@@ -290,8 +296,8 @@ def _typed(
     env[types] = kinds[0] if len(kinds) == 1 else kinds
     wrong_type = f"type({value}) is not {types}" if len(kinds) == 1 else f"type({value}) not in {types}"
     raise_wrong = f"raise _Wrong({_path(here)}, {expected}, {value})"
-    if not optional:
-        lines.append(f"{ind}if {value} is None: {raise_wrong}")
+    # A required field's null or absence fails its type test (no JSON type of a declaration is
+    # null) with the same error: one test for both.
     lines.append(f"{ind}if {wrong_type}: {raise_wrong}")
     if nested is not None:
         _emit(nested, value, here, ind, depth + 1, lines, env, known_dict=True)
