@@ -270,10 +270,10 @@ class ResponsesTranslator:
         return events
 
     def payload(self, event: Any) -> list[Any]:
-        if type(event) is dict and event.get("type") in ("error", "response.failed"):
+        kind = event.get("type") if type(event) is dict else None
+        if kind == "error" or kind == "response.failed":
             return self._failed(event)
         EVENT.check(event, _WHAT)
-        kind = event.get("type")
         if kind == _TEXT:  # the common event, one per token: `_text_event` written in place
             delta = event["delta"]
             return [TextDelta(delta)] if delta else []
