@@ -157,8 +157,6 @@ class RequestMachine:
         self.records: list[TransitionRecord] = []
         self._on_record = on_record
         self._on_event = on_event  # wire recording (TR-2): every event, before it is applied
-        if on_event is None:  # nothing to record: `feed` is `_apply` itself (one call less an event)
-            self.feed = self._apply  # type: ignore[method-assign]
         self.raw_response: Any = None  # the fallback's finished response (StreamResult.raw)
         self.result: StreamResult | None = None
         self.attempt_usage: list[Usage] = []  # RC-10: what the attempts that did not answer cost
@@ -181,11 +179,16 @@ class RequestMachine:
 
     # -- the one entry point --------------------------------------------------------------------
     def feed(self, event: object, t: float) -> tuple[Output, ...]:
-        """Apply one event that happened `t` seconds after the request started (recorded first,
-        when the wire is recorded; otherwise this name is bound to `_apply` at construction)."""
+        """Apply one event that happened `t` seconds after the request started."""
         if self._on_event is not None:
             self._on_event(event, t)
         return self._apply(event, t)
+
+    @property
+    def feeder(self) -> Callable[[object, float], tuple[Output, ...]]:
+        """`feed`, for a caller that keeps it to call once per event (the pump): `_apply` itself
+        when nothing records the wire (`on_event` is given at construction only)."""
+        return self.feed if self._on_event is not None else self._apply
 
     def tool_args_due_before(self, event: object) -> bool:
         """ACC-11: arguments that grew must be delivered before `event` is fed: it may end the

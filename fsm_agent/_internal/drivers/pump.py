@@ -99,7 +99,7 @@ class Pump:
     ) -> None:
         self._core = core
         self._machine = machine = core.machine
-        self._feed_machine = machine.feed
+        self._feed_machine = machine.feeder
         self._watching = machine.watch_tool_args
         self._watchdog = core.watchdog
         self._t0 = core._t0
