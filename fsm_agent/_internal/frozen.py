@@ -1,4 +1,4 @@
-"""`Frozen`: the base of the small immutable value classes (events, frames, token counts).
+"""`Frozen`: the base of the small immutable value classes (events, actions, token counts).
 
 A `Frozen` subclass annotates its fields (their order is the fields' order), lists them in
 `__slots__`, and writes its own `__init__`, which sets each field through `object.__setattr__`.

@@ -194,6 +194,12 @@ class RequestMachine:
             self._on_event(event, t)
         return self._apply(event, t)
 
+    @property
+    def feeder(self) -> Callable[[object, float], tuple[Output, ...]]:
+        """`feed`, for a caller that keeps it to call once per event (the pump): `_apply` itself
+        when nothing records the wire (`on_event` is given at construction only)."""
+        return self.feed if self._on_event is not None else self._apply
+
     def tool_args_due_before(self, event: object) -> bool:
         """ACC-11: arguments that grew must be delivered before `event` is fed: it may end the
         attempt or the request, and a callback's error must meet a live machine (CB-6). Deltas

@@ -1,6 +1,6 @@
-"""The `Frozen` value classes (events, actions, SSE frames, Usage) behave as the frozen slotted
-dataclasses they replaced: equality by class and fields, hash, repr, immutability, pattern
-matching, copying and pickling."""
+"""The `Frozen` value classes (events, actions, Usage) behave as the frozen slotted dataclasses
+they replaced: equality by class and fields, hash, repr, immutability, pattern matching, copying
+and pickling; the SSE frame (a named tuple) matches and copies the same way."""
 
 from __future__ import annotations
 

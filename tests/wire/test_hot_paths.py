@@ -9,7 +9,10 @@ payloads with one field replaced by an arbitrary JSON value, removed, or joined 
   `JSONDecoder.decode`): the same value or the same error; and with the first step made to fail
   (as if `raw_decode` were gone or raised), the same again;
 - `SSEDecoder.feed` of whole blocks vs the same bytes fed one at a time: same frames, same state,
-  same error at the same offset.
+  same error at the same offset;
+- every declared `Shape` of every provider: its compiled check (with the one-field shortcut) and
+  its `read` say what the declaration read field by field says (the same first wrong field, or
+  nothing), and `read` returns the top-level values the payload holds.
 """
 
 from __future__ import annotations
@@ -18,15 +21,23 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fsm_agent._internal.errors import ProviderStreamError
 from fsm_agent._internal.events import ResponseMeta, TextDelta, ToolCallDelta
+from fsm_agent._internal.providers import (
+    anthropic_events,
+    bedrock,
+    gemini_events,
+    openai_chat,
+    openai_responses,
+)
 from fsm_agent._internal.providers.anthropic_events import AnthropicTranslator
 from fsm_agent._internal.providers.openai_chat import ChatTranslator
 from fsm_agent._internal.wire import shapes
-from fsm_agent._internal.wire.shapes import parse_json
+from fsm_agent._internal.wire.shapes import DICT, LIST, Shape, parse_json
 from fsm_agent._internal.wire.sse import SSEDecodeError, SSEDecoder
 
 JSON = st.recursive(
@@ -321,3 +332,186 @@ def test_sse_one_block_reads_are_decoded() -> None:
     decoder = SSEDecoder(max_line_bytes=64)
     assert decoder._one_block(b"data: {}\n\n") is not None
     assert decoder._one_block(b"event: delta\ndata: {}\n\n") is not None
+
+
+# -- the compiled checks and `Shape.read`, against the declarations read as they stand ------------------
+SHAPES: list[tuple[str, Shape]] = sorted(
+    {
+        (f"{module.__name__.rsplit('.', 1)[-1]}.{name}", value)
+        for module in (openai_chat, openai_responses, anthropic_events, bedrock, gemini_events)
+        for name, value in vars(module).items()
+        if isinstance(value, Shape)
+    },
+    key=lambda pair: pair[0],
+)
+
+
+def _declared(shape: Shape, payload: object, path: tuple[str | int, ...] = ()) -> None:
+    """The declaration read field by field, as its docstring says (no compiled code, no shortcut):
+    raises `shapes._Wrong` at the first field of the wrong shape, in the declared order."""
+    if type(payload) is not dict:
+        raise shapes._Wrong(path, f"a JSON object ({shape.name})", payload)
+    for key, spec in shape.fields.items():
+        value = payload.get(key)
+        optional = key not in shape.required
+        kinds = DICT if isinstance(spec, Shape) else LIST if isinstance(spec, list) else tuple(spec)
+        names = [shapes._JSON_NAMES[kind] for kind in kinds] + (["null"] if optional else [])
+        if value is None:
+            if optional:
+                continue
+            raise shapes._Wrong((*path, key), " or ".join(names), value)
+        if type(value) not in kinds:
+            raise shapes._Wrong((*path, key), " or ".join(names), value)
+        if isinstance(spec, Shape):
+            _declared(spec, value, (*path, key))
+        elif isinstance(spec, list):
+            for index, item in enumerate(value):
+                _declared(spec[0], item, (*path, key, index))
+    if shape.by is not None:
+        kind = payload.get(shape.by)
+        case = shape.cases.get(kind) if type(kind) is str else None
+        if case is not None:
+            _declared(case, payload, path)
+
+
+def _of_kinds(kinds: tuple[type, ...]) -> st.SearchStrategy[Any]:
+    one = {
+        str: st.text(max_size=3),
+        int: st.integers(-3, 3),
+        float: st.floats(-2, 2),
+        bool: st.booleans(),
+        dict: st.dictionaries(st.text(max_size=2), st.integers(), max_size=1),
+        list: st.lists(st.integers(), max_size=1),
+    }
+    return st.one_of([one[kind] for kind in kinds])
+
+
+@st.composite
+def from_shape(draw: st.DrawFn, shape: Shape, depth: int = 0) -> Any:
+    """An object of `shape` with near misses: each declared field present with a value of its
+    types, or absent, null, of another JSON type; a discriminated case taken; extra fields."""
+    if depth > 3 or draw(st.integers(0, 30)) == 0:
+        return draw(EDGES)  # not an object at all, or nested too deep to go on
+    out: dict[str, Any] = {}
+    if shape.by is not None and shape.cases and draw(st.integers(0, 5)):
+        name = draw(st.sampled_from(sorted(shape.cases)))
+        out[shape.by] = name
+        case = draw(from_shape(shape.cases[name], depth + 1))
+        if type(case) is dict:
+            out.update(case)
+    for key, spec in shape.fields.items():
+        if key == shape.by and key in out:
+            continue
+        choice = draw(st.sampled_from(["value", "value", "value", "absent", "null", "wrong"]))
+        if choice == "absent":
+            continue
+        if choice == "null":
+            out[key] = None
+        elif choice == "wrong":
+            out[key] = draw(VALUE)
+        elif isinstance(spec, Shape):
+            out[key] = draw(from_shape(spec, depth + 1))
+        elif isinstance(spec, list):
+            out[key] = draw(st.lists(from_shape(spec[0], depth + 1), max_size=2))
+        else:
+            out[key] = draw(_of_kinds(tuple(spec)))
+    if draw(st.integers(0, 3)) == 0:  # an extra field, undeclared or of another case
+        extra = [*shape.fields, *(key for case in shape.cases.values() for key in case.fields), "extra"]
+        out[draw(st.sampled_from(extra))] = draw(VALUE)
+    if out and draw(st.integers(0, 3)) == 0:  # only one of its fields (the one-field shortcut)
+        key = draw(st.sampled_from(sorted(out)))
+        out = {key: out[key]}
+    return out
+
+
+def _verdicts(shape: Shape, payload: Any) -> dict[str, Any]:
+    """What the declaration, the compiled check (plain and wrapped) and `read` say of `payload`."""
+    verdicts: dict[str, Any] = {}
+    try:
+        _declared(shape, payload)
+        verdicts["declared"] = None
+    except shapes._Wrong as wrong:
+        verdicts["declared"] = str(shapes._report(wrong, "payload"))
+    try:
+        shape.plain_check()(payload)
+        verdicts["plain"] = None
+    except shapes._Wrong as wrong:
+        verdicts["plain"] = str(shapes._report(wrong, "payload"))
+    for name, call in (("check", shape.compiled()), ("read", shape.read)):
+        try:
+            returned = call(payload, "payload")
+            verdicts[name] = None
+            if name == "read":
+                assert returned == tuple(payload.get(key) for key in shape.fields)
+                assert all(
+                    a is b for a, b in zip(returned, (payload.get(k) for k in shape.fields), strict=True)
+                )
+        except ProviderStreamError as exc:
+            assert exc.code == "provider_stream_malformed_chunk"
+            verdicts[name] = str(exc)
+    return verdicts
+
+
+def _agree(shape: Shape, payload: Any) -> None:
+    verdicts = _verdicts(shape, payload)
+    assert len(set(verdicts.values())) == 1, verdicts
+
+
+@pytest.mark.parametrize(("name", "shape"), SHAPES, ids=[name for name, _ in SHAPES])
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_compiled_check_and_read_are_the_declaration(name: str, shape: Shape, data: st.DataObject) -> None:
+    """Every declared shape of every provider: the compiled check (with its one-field shortcut)
+    and `read` raise what the declaration says, for the same field, or `read` returns the
+    top-level values as the payload holds them."""
+    _agree(shape, data.draw(from_shape(shape)))
+
+
+def test_read_and_the_one_field_shortcut_on_chosen_payloads() -> None:
+    delta = openai_chat._DELTA
+    cases: list[tuple[Shape, Any]] = [
+        # the one-field shortcut: its field valid, of the wrong type, null, or another field alone
+        (delta, {"content": "w "}),
+        (delta, {"content": ["a", {"text": "b"}]}),
+        (delta, {"content": 5}),
+        (delta, {"content": True}),
+        (delta, {"content": None}),
+        (delta, {"refusal": 5}),
+        (delta, {"tool_calls": "x"}),
+        (delta, {"extra": 1}),
+        (delta, {}),
+        (delta, {"content": "x", "refusal": 5}),
+        (delta, {"content": "x", "extra": {}}),
+        (delta, {"content": 5, "refusal": 5}),  # the first wrong field is named
+        # the chunk read: missing fields, nulls, extra fields, wrong types deep inside
+        (openai_chat.CHUNK, {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": "w"}}]}),
+        (openai_chat.CHUNK, {"id": 7, "choices": [], "usage": None, "object": "chat.completion.chunk"}),
+        (openai_chat.CHUNK, {"id": "c"}),
+        (openai_chat.CHUNK, {"id": 1.5}),
+        (openai_chat.CHUNK, {"model": None, "choices": None}),
+        (openai_chat.CHUNK, {"choices": [{"delta": {"content": 1}}]}),
+        (openai_chat.CHUNK, {"choices": [{"index": 0}, {"index": "1"}]}),
+        (openai_chat.CHUNK, {"choices": [{"delta": {"tool_calls": [{"function": {"name": 3}}]}}]}),
+        (openai_chat.CHUNK, {"usage": {"prompt_tokens_details": {"cached_tokens": "2"}}}),
+        (openai_chat.CHUNK, []),
+        (openai_chat.CHUNK, None),
+        # a required field, a discriminated case
+        (openai_responses.EVENT, {"type": "response.output_text.delta", "delta": "x"}),
+        (openai_responses.EVENT, {"type": "response.output_text.delta"}),
+        (openai_responses.EVENT, {"type": "response.output_text.delta", "delta": None}),
+        (openai_responses.EVENT, {}),
+        (openai_responses.EVENT, {"type": 3}),
+        (anthropic_events.EVENT, {"type": "content_block_delta", "delta": {"type": "text_delta"}}),
+        (bedrock._DELTA, {"text": 1}),
+        (bedrock._DELTA, {"text": "x"}),
+    ]
+    outcomes = []
+    for shape, payload in cases:
+        _agree(shape, payload)
+        outcomes.append(_verdicts(shape, payload)["read"])
+    assert outcomes[0] is None and outcomes[2] == (
+        "malformed payload: content must be a string or a list or null, got an integer 5"
+    )
+    assert outcomes[11] is not None and "content must be" in outcomes[11]
+    assert openai_chat.CHUNK.read(cases[13][1], "payload") == (7, None, [], None)
+    assert openai_chat._DELTA.read({"content": "w "}, "payload") == ("w ", None, None, None, None, None)

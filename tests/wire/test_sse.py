@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import pickle
 import random
@@ -339,14 +338,22 @@ def test_limit_must_be_positive(bad: int) -> None:
 # -- frames ---------------------------------------------------------------------------------------
 
 
-def test_frames_are_frozen_slotted_values() -> None:
+def test_frames_are_immutable_values() -> None:
     [frame] = frames_of(b"event: e\nid: 1\nretry: 2\ndata: d\n\n")
     assert frame == SSEFrame(event="e", data="d", id="1", retry=2)
     assert hash(frame) == hash(SSEFrame(event="e", data="d", id="1", retry=2))
     assert not hasattr(frame, "__dict__")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # a named tuple's field (a frozen dataclass's error is one too)
         frame.data = "x"  # type: ignore[misc]
     assert repr(frame) == "SSEFrame(event='e', data='d', id='1', retry=2)"
+
+
+def test_the_one_block_read_builds_the_same_frame() -> None:
+    """The one-block read builds its frame without the constructor's call: the same value."""
+    [frame] = SSEDecoder().feed(b"event: e\ndata: d\n\n")
+    assert type(frame) is SSEFrame and frame == SSEFrame("e", "d")
+    assert (frame.event, frame.data, frame.id, frame.retry) == ("e", "d", None, None)
+    assert frame._asdict() == {"event": "e", "data": "d", "id": None, "retry": None}
 
 
 # -- linear time ----------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ class Pump:
     ) -> None:
         self._core = core
         self._machine = machine = core.machine
-        self._feed_machine = machine.feed
+        self._feed_machine = machine.feeder
         self._watching = machine.watch_tool_args
         self._watchdog = core.watchdog
         self._t0 = core._t0
@@ -211,8 +211,11 @@ class Pump:
         watchdog.release(progressed)
         if progressed:
             acc = machine.acc
-            has_text = bool(acc.text_parts or acc.refusal_parts or acc.slots)
-            watchdog.enter(phase_of(machine.state._value_, has_text, bool(acc.reasoning_parts)))
+            # Each part's truth asked once, and the reasoning's only when it can decide the phase
+            # (with text, the phase is the same whatever it is): one call each, once per read.
+            has_text = bool(acc.text_parts) or bool(acc.refusal_parts) or bool(acc.slots)
+            has_reasoning = not has_text and bool(acc.reasoning_parts)
+            watchdog.enter(phase_of(machine.state._value_, has_text, has_reasoning))
         pipeline = self._pipeline
         if self.control is not None or watchdog.fired is not None or (pipeline is not None and pipeline.done):
             self.stop = True

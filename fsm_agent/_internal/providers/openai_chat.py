@@ -202,10 +202,8 @@ class ChatTranslator:
         """One decoded chunk: its shape checked (SEC-4), then translated."""
         if type(chunk) is dict and chunk.get("error"):
             raise self._error_chunk(chunk)
-        CHUNK.check(chunk, _WHAT)
-        get = chunk.get
+        response_id, model, choices, usage = CHUNK.read(chunk, _WHAT)
         events: list[Any] = []
-        response_id, model = get("id"), get("model")
         if type(response_id) is int:  # some hosts send an integer id: taken as its digits
             response_id = str(response_id)
         identity = self._identity
@@ -214,7 +212,6 @@ class ChatTranslator:
         ):
             self._identity = (response_id, model)
             events.append(ResponseMeta(id=response_id, model=model))
-        choices = get("choices")
         if choices:
             for choice in choices:
                 index = choice.get("index") or 0
@@ -227,9 +224,8 @@ class ChatTranslator:
                 reason = choice.get("finish_reason")
                 if reason is not None:
                     if reason == "error":
-                        raise _error_event(choice.get("error") or get("error") or "finish_reason=error")
+                        raise _error_event(choice.get("error") or chunk.get("error") or "finish_reason=error")
                     events.append(FinishReason(reason))
-        usage = get("usage")
         if usage:
             events.append(UsageReport(_usage(usage)))
         return events

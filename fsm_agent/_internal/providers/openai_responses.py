@@ -31,8 +31,7 @@ from ..events import (
     UsageReport,
 )
 from ..result import Deferred, Usage
-from ..wire.pipeline import parse_json_payload
-from ..wire.shapes import DICT, INT, STR, Shape
+from ..wire.shapes import DICT, INT, STR, Shape, parse_json
 from ..wire.sse import SSEFrame
 from .base import (
     AsyncAttempt,
@@ -259,7 +258,7 @@ class ResponsesTranslator:
         if data == "[DONE]":  # some compatible hosts end Responses streams like Chat Completions
             self.done = True
             return []
-        payload = parse_json_payload(data)
+        payload = parse_json(data, "stream frame")
         if isinstance(payload, dict) and "type" not in payload and frame.event:
             payload = {**payload, "type": frame.event}
         events = self.payload(payload)
@@ -270,12 +269,13 @@ class ResponsesTranslator:
         return events
 
     def payload(self, event: Any) -> list[Any]:
-        if type(event) is dict and event.get("type") in ("error", "response.failed"):
+        kind = event.get("type") if type(event) is dict else None
+        if kind == "error" or kind == "response.failed":
             return self._failed(event)
         EVENT.check(event, _WHAT)
-        kind = event.get("type")
-        if kind == _TEXT:
-            return _text_event(TextDelta, event)
+        if kind == _TEXT:  # the common event, one per token: `_text_event` written in place
+            delta = event["delta"]
+            return [TextDelta(delta)] if delta else []
         if kind in _REASONING:
             return _text_event(ReasoningDelta, event)
         if kind == _REFUSAL:

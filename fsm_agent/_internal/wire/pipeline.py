@@ -67,6 +67,7 @@ class WirePipeline:
         "_translator",
         "active",
         "bytes_read",
+        "done",
         "frames",
         "keepalives",
     )
@@ -88,13 +89,12 @@ class WirePipeline:
         self.frames = 0
         self.keepalives = 0
         self.active = False  # whether the last feed() carried a provider event (watchdog activity)
+        # The translator's `done` (WIRE-4), copied after each read it translates: the only place
+        # where it changes, and a plain attribute is read on every read.
+        self.done = translator.done
         # An error that stands unless the next payload says the answer reached its output limit
         # (`unless_at_limit`: a tool input cut by max_tokens, then the stop reason that says so).
         self._pending: ProviderStreamError | None = None
-
-    @property
-    def done(self) -> bool:
-        return self._translator.done
 
     def feed(self, chunk: bytes) -> list[Any]:
         self.bytes_read += len(chunk)
@@ -174,6 +174,7 @@ class WirePipeline:
                 self._pending = None
                 events.append(AttemptFailed(failed))
                 break
+        self.done = translator.done
         return events
 
     def _failed(self, error: BaseException) -> AttemptFailed:

@@ -106,9 +106,13 @@ class Shape:
     compiled at its first call, not at the declaration: a process pays only for the shapes its
     requests meet (a nested shape is usually inlined into its parent's function and never called
     itself), and importing a provider's module compiles nothing. `compiled()` compiles at once.
+
+    `read(payload, what)` is the same check, generated from the same declaration, that also
+    returns the values of the top-level fields, in their declared order (None for an absent one):
+    a translator that reads them takes them from it instead of looking each up again.
     """
 
-    __slots__ = ("_check", "by", "cases", "check", "fields", "name", "required")
+    __slots__ = ("_check", "by", "cases", "check", "fields", "name", "read", "required")
 
     def __init__(
         self,
@@ -129,12 +133,19 @@ class Shape:
         # check(payload, what): raise the malformed-chunk error naming the first field of the
         # wrong shape in `payload`; `what` names the payload ("Chat Completions chunk", …).
         self.check: Callable[[object, str], None] = self._first_call
+        # read(payload, what): `check`, then the top-level fields' values as a tuple.
+        self.read: Callable[[object, str], tuple[Any, ...]] = self._first_read
 
     def _first_check(self, payload: object) -> None:
         self.plain_check()(payload)
 
     def _first_call(self, payload: object, what: str) -> None:
         self.compiled()(payload, what)
+
+    def _first_read(self, payload: object, what: str) -> tuple[Any, ...]:
+        if self.read == self._first_read:
+            self.read = _compile(self, wrapped=True, reads=True)
+        return self.read(payload, what)
 
     def plain_check(self) -> Callable[[object], None]:
         """The compiled check that raises `_Wrong` (what a parent with many cases calls)."""
@@ -154,20 +165,23 @@ def _report(wrong: _Wrong, what: str) -> ProviderStreamError:
     return malformed(what, f"{path.lstrip('.') or 'the payload'} must be {wrong.expected}", wrong.value)
 
 
-def _compile(shape: Shape, *, wrapped: bool) -> Any:
+def _compile(shape: Shape, *, wrapped: bool, reads: bool = False) -> Any:
     """Write `shape`'s checking function: nested objects, lists and up to 16 discriminated cases
     inlined (the first declared case tested first: declare the hot one first). `wrapped` adds the
-    translation of a failure into the malformed-chunk error. Keys and names come from our own
-    declarations only."""
+    translation of a failure into the malformed-chunk error; `reads`, the return of the top-level
+    fields' values (`Shape.read`). Keys and names come from our own declarations only."""
     env: dict[str, Any] = {"_Wrong": _Wrong, "_report": _report, "_at": _at}
-    env.update(dict=dict, list=list, str=str)
+    env.update(dict=dict, list=list, str=str, len=len)
+    kept: list[str] | None = [] if reads else None
     if wrapped:
         lines = ["def check(o, what):", "    try:"]
-        _emit(shape, "o", (), "        ", 0, lines, env)
+        _emit(shape, "o", (), "        ", 0, lines, env, kept=kept)
         lines += ["    except _Wrong as w:", "        raise _report(w, what) from None"]
     else:
         lines = ["def check(o):"]
         _emit(shape, "o", (), "    ", 0, lines, env)
+    if kept is not None:
+        lines.append(f"    return ({''.join(f'{name}, ' for name in kept)})")
     exec("\n".join(lines), env)  # our own declarations only, compiled once, at first use
     return env["check"]
 
@@ -191,53 +205,60 @@ def _emit(
     lines: list[str],
     env: dict[str, Any],
     known_dict: bool = False,
+    kept: list[str] | None = None,
+    get: str | None = None,
 ) -> None:
     """Lines checking the object in `var` (at `path`: key literals and index variables);
-    `known_dict`: the parent's field check already made sure it is an object."""
+    `known_dict`: the parent's field check already made sure it is an object. `kept`: each
+    field's value is left in a variable of its own, whose name is appended (for `Shape.read`).
+    `get`: the name `var.get` is already bound to (a discriminated case reads its parent's object).
+
+    An object of a shape whose fields are all optional, and which holds its first declared field
+    and nothing else (a Chat delta of text alone), has every other declared field absent, which
+    its shape allows: only that field is checked, when it holds JSON types (not an object or a
+    list, whose checks would be written twice). The full check gives the same outcome for it."""
     if not known_dict:
         const = f"K{len(env)}"
         env[const] = f"a JSON object ({shape.name})"
         lines.append(f"{ind}if type({var}) is not dict: raise _Wrong({_path(path)}, {const}, {var})")
-    get = f"g{depth}"
-    lines.append(f"{ind}{get} = {var}.get")
-    value = f"v{depth}"
-    for key, spec in shape.fields.items():
-        optional = key not in shape.required
-        nested = each = None
-        if isinstance(spec, Shape):
-            nested, kinds = spec, DICT
-        elif isinstance(spec, list):
-            each, kinds = spec[0], LIST
-        else:
-            kinds = tuple(spec)
-        here = (*path, repr(key))
-        expected = f"E{len(env)}"
-        env[expected] = " or ".join(_JSON_NAMES[kind] for kind in (*kinds, *((_NONE,) if optional else ())))
-        types = f"T{len(env)}"
-        env[types] = kinds[0] if len(kinds) == 1 else kinds
-        wrong_type = f"type({value}) is not {types}" if len(kinds) == 1 else f"type({value}) not in {types}"
-        raise_wrong = f"raise _Wrong({_path(here)}, {expected}, {value})"
+    if get is None:
+        get = f"g{depth}"
+        lines.append(f"{ind}{get} = {var}.get")
+    kind = f"s{depth}"
+    fields = list(shape.fields.items())
+    names = [f"r{number}" if kept is not None else f"v{depth}" for number in range(len(fields))]
+    if kept is not None:
+        kept += names
+    if len(fields) > 1 and shape.by is None and not shape.required and type(fields[0][1]) is tuple:
+        key, spec = fields[0]
+        value = names[0]
         lines.append(f"{ind}{value} = {get}({key!r})")
-        inner = ind
-        if optional:
+        lines.append(f"{ind}if {value} is not None and len({var}) == 1:")  # that field alone
+        _typed(spec, value, (*path, repr(key)), True, ind + "    ", depth, lines, env)
+        if kept is not None:
+            lines.append(f"{ind}    {' = '.join(names[1:])} = None")
+        lines.append(f"{ind}else:")
+        ind += "    "
+        lines.append(f"{ind}if {value} is not None:")
+        _typed(spec, value, (*path, repr(key)), True, ind + "    ", depth, lines, env)
+        fields, names = fields[1:], names[1:]
+    for (key, spec), value in zip(fields, names, strict=True):
+        here = (*path, repr(key))
+        lines.append(f"{ind}{value} = {get}({key!r})")
+        if key == shape.by:  # the discriminator is a declared field: its value is at hand
+            lines.append(f"{ind}{kind} = {value}")
+        if key not in shape.required:
             lines.append(f"{ind}if {value} is not None:")
-            inner = ind + "    "
+            _typed(spec, value, here, True, ind + "    ", depth, lines, env)
         else:
-            lines.append(f"{ind}if {value} is None: {raise_wrong}")
-        lines.append(f"{inner}if {wrong_type}: {raise_wrong}")
-        if nested is not None:
-            _emit(nested, value, here, inner, depth + 1, lines, env, known_dict=True)
-        elif each is not None:
-            item = f"it{depth}"
-            lines.append(f"{inner}for {item} in {value}:")  # its index is found only for an error
-            _emit(each, item, (*here, f"_at({value}, {item})"), inner + "    ", depth + 1, lines, env)
+            _typed(spec, value, here, False, ind, depth, lines, env)
     if shape.by is not None:
-        kind = f"s{depth}"
-        lines.append(f"{ind}{kind} = {get}({shape.by!r})")
+        if shape.by not in shape.fields:
+            lines.append(f"{ind}{kind} = {get}({shape.by!r})")
         if len(shape.cases) <= 16:
             for number, (name, case) in enumerate(shape.cases.items()):
                 lines.append(f"{ind}{'elif' if number else 'if'} {kind} == {name!r}:")
-                _emit(case, var, path, ind + "    ", depth + 1, lines, env, known_dict=True)
+                _emit(case, var, path, ind + "    ", depth + 1, lines, env, known_dict=True, get=get)
         else:
             cases, found = f"CASES{len(env)}", f"c{depth}"
             env[cases] = {name: case.plain_check() for name, case in shape.cases.items()}
@@ -248,6 +269,42 @@ def _emit(
                 f"{ind}        try: {found}({var})",
                 f"{ind}        except _Wrong as w: w.path[0:0] = {_path(path)}; raise",
             ]
+
+
+def _typed(
+    spec: Any,
+    value: str,
+    here: tuple[str, ...],
+    optional: bool,
+    ind: str,
+    depth: int,
+    lines: list[str],
+    env: dict[str, Any],
+) -> None:
+    """Lines checking the value of one field, held in `value` (at `here`): for an `optional`
+    field, written where the value is known not to be None (absent or null: allowed)."""
+    nested = each = None
+    if isinstance(spec, Shape):
+        nested, kinds = spec, DICT
+    elif isinstance(spec, list):
+        each, kinds = spec[0], LIST
+    else:
+        kinds = tuple(spec)
+    expected = f"E{len(env)}"
+    env[expected] = " or ".join(_JSON_NAMES[kind] for kind in (*kinds, *((_NONE,) if optional else ())))
+    types = f"T{len(env)}"
+    env[types] = kinds[0] if len(kinds) == 1 else kinds
+    wrong_type = f"type({value}) is not {types}" if len(kinds) == 1 else f"type({value}) not in {types}"
+    raise_wrong = f"raise _Wrong({_path(here)}, {expected}, {value})"
+    # A required field's null or absence fails its type test (no JSON type of a declaration is
+    # null) with the same error: one test for both.
+    lines.append(f"{ind}if {wrong_type}: {raise_wrong}")
+    if nested is not None:
+        _emit(nested, value, here, ind, depth + 1, lines, env, known_dict=True)
+    elif each is not None:
+        item = f"it{depth}"
+        lines.append(f"{ind}for {item} in {value}:")  # its index is found only for an error
+        _emit(each, item, (*here, f"_at({value}, {item})"), ind + "    ", depth + 1, lines, env)
 
 
 # -- JSON text --------------------------------------------------------------------------------------

@@ -19,9 +19,7 @@ CRLF split between chunks is still one line end.
 
 from __future__ import annotations
 
-from typing import Final
-
-from ..frozen import Frozen, set_field
+from typing import Final, NamedTuple
 
 __all__ = ["SSEDecodeError", "SSEDecoder", "SSEFrame"]
 
@@ -44,36 +42,29 @@ class SSEDecodeError(ValueError):
         self.offset = offset
 
 
-class SSEFrame(Frozen):
-    """One dispatched block of an event stream.
+class SSEFrame(NamedTuple):
+    """One dispatched block of an event stream: an immutable named tuple (the cheapest value
+    Python builds, one per event).
 
     `data` is None when the block had no `data` field at all, "" for a bare `data:`; several data
     lines are joined with "\\n". `event` is None when the block set no event type (or an empty one,
     which WHATWG also reads as the default "message"). `id` is the id set in this block, if any.
     """
 
-    __slots__ = ("data", "event", "id", "retry")
-    event: str | None
-    data: str | None
-    id: str | None
-    retry: int | None
-
-    def __init__(
-        self,
-        event: str | None = None,
-        data: str | None = None,
-        id: str | None = None,
-        retry: int | None = None,
-    ) -> None:
-        set_field(self, "event", event)
-        set_field(self, "data", data)
-        set_field(self, "id", id)
-        set_field(self, "retry", retry)
+    event: str | None = None
+    data: str | None = None
+    id: str | None = None
+    retry: int | None = None
 
     @property
     def is_keepalive(self) -> bool:
         """True for a frame that carries no payload: comments, bare `data:`, a lone `event`/`id`."""
         return not self.data
+
+
+# A frame built from its four values at once, without the generated `__new__`'s call (the
+# one-block read builds one per event).
+_new_frame = tuple.__new__
 
 
 class SSEDecoder:
@@ -232,7 +223,7 @@ class SSEDecoder:
         except UnicodeDecodeError:
             return None
         self._consumed += size
-        return [SSEFrame(event, data)]
+        return [_new_frame(SSEFrame, (event, data, None, None))]
 
     def _strip_bom(self, chunk: bytes) -> bytes:
         self._partial += chunk
