@@ -7,6 +7,8 @@ get a 429. Limits per 60 s window (no refill to speak of within a test) unless a
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -82,49 +84,49 @@ def test_headers_become_capacity_and_a_full_route_is_left_unsent(api: str) -> No
             close_client(second)
 
 
-def test_gemini_quota_failure_teaches_the_limit() -> None:
-    _, make, params = PROVIDERS["gemini_generate_content"]
-    limit = RateLimit(requests=1, window=60.0, style="gemini")
+@contextlib.contextmanager
+def _limited_and_spare(
+    make: Any, params: dict[str, Any], limit: RateLimit
+) -> Iterator[list[fsm_agent.Route]]:
+    """Two routes of one API: "limited" on an emulator enforcing `limit`, then "spare" on one
+    without; their clients closed after."""
     with Emulator(rate_limit=limit) as limited, Emulator() as spare:
         first, second = make(limited), make(spare)
         try:
-            session = fsm_agent.Session(backoff=FAST)
-            routes = [
+            yield [
                 fsm_agent.Route(first, params, name="limited"),
                 fsm_agent.Route(second, params, name="spare"),
             ]
-            assert session.stream(routes).route == "limited"
-            assert session.stream(routes).route == "spare"  # a 429, its hint over max_wait: switched
-            assert limit.refused == 1
-            (bucket,) = _buckets(session)
-            assert bucket.requests_limit == 1  # the QuotaFailure's quotaValue, its window a minute
-            assert bucket.requests_rate == pytest.approx(1 / 60)
-            assert session.stream(routes).route == "spare"
-            assert limit.refused == 1  # the third went to the spare route without trying
         finally:
             close_client(first)
             close_client(second)
+
+
+def test_gemini_quota_failure_teaches_the_limit() -> None:
+    _, make, params = PROVIDERS["gemini_generate_content"]
+    limit = RateLimit(requests=1, window=60.0, style="gemini")
+    with _limited_and_spare(make, params, limit) as routes:
+        session = fsm_agent.Session(backoff=FAST)
+        assert session.stream(routes).route == "limited"
+        assert session.stream(routes).route == "spare"  # a 429, its hint over max_wait: switched
+        assert limit.refused == 1
+        (bucket,) = _buckets(session)
+        assert bucket.requests_limit == 1  # the QuotaFailure's quotaValue, its window a minute
+        assert bucket.requests_rate == pytest.approx(1 / 60)
+        assert session.stream(routes).route == "spare"
+        assert limit.refused == 1  # the third went to the spare route without trying
 
 
 def test_bedrock_throttling_is_a_cooldown_not_a_bucket() -> None:
     _, make, params = PROVIDERS["bedrock_converse"]
     limit = RateLimit(requests=1, window=60.0, style="bedrock")
-    with Emulator(rate_limit=limit) as limited, Emulator() as spare:
-        first, second = make(limited), make(spare)
-        try:
-            session = fsm_agent.Session(backoff=FAST)
-            routes = [
-                fsm_agent.Route(first, params, name="limited"),
-                fsm_agent.Route(second, params, name="spare"),
-            ]
-            assert session.stream(routes).route == "limited"
-            assert session.stream(routes).route == "spare"  # ThrottlingException, a 60 s hint
-            # Bedrock says no limit: nothing to bucket; the hint's cooldown (BO-6) holds it back
-            assert all(bucket.requests_limit == 0 for bucket in _buckets(session))
-            assert session.stream(routes).route == "spare" and limit.refused == 1
-        finally:
-            close_client(first)
-            close_client(second)
+    with _limited_and_spare(make, params, limit) as routes:
+        session = fsm_agent.Session(backoff=FAST)
+        assert session.stream(routes).route == "limited"
+        assert session.stream(routes).route == "spare"  # ThrottlingException, a 60 s hint
+        # Bedrock says no limit: nothing to bucket; the hint's cooldown (BO-6) holds it back
+        assert all(bucket.requests_limit == 0 for bucket in _buckets(session))
+        assert session.stream(routes).route == "spare" and limit.refused == 1
 
 
 def test_a_request_waits_its_slot_instead_of_a_429() -> None:
