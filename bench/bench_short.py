@@ -421,7 +421,9 @@ def cyclic_row() -> None:
             transport=httpx2.MockTransport(lambda request: httpx2.Response(500, json={"error": {}}))
         ),
     )
-    session = fsm_agent.Session(retries=1, backoff=fsm_agent.Backoff(base=0))
+    # stale_giveup=0: the breaker stays shut, so every call reaches the failing transport (RC-9
+    # would otherwise refuse the sixth call before any request is sent).
+    session = fsm_agent.Session(retries=1, backoff=fsm_agent.Backoff(base=0), stale_giveup=0)
 
     def failed() -> None:
         try:
