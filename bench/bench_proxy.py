@@ -4,8 +4,8 @@ Three ways to the same upstream over loopback: straight to it, through `fsm-agen
 worker), and through LiteLLM's proxy (one worker) configured for the same route. Printed: the
 time to the first byte of the answer and each chunk's latency (p50, p99; and what the proxy adds
 over the direct way), then how many concurrent streams one worker carries at a fixed chunk rate
-(20 chunks/s each) before its p99 chunk latency doubles from one stream's (the median of three
-runs per level).
+(20 chunks/s each, the streams' starts spread over one interval as independent streams' are)
+before its p99 chunk latency doubles from one stream's (the median of three runs per level).
 
 The upstream is a minimal Chat Completions SSE server run by this script (`--upstream`), not the
 emulator: each chunk's text is the time it was sent on the machine's monotonic clock, which every
@@ -257,10 +257,14 @@ async def latency_rounds(
 
 
 async def concurrent_p99(port: int, streams: int, chunks: int, interval: float) -> tuple[float, int]:
-    readings = await asyncio.gather(
-        *(stream_once(port, "/v1/chat/completions", chunks, interval) for _ in range(streams)),
-        return_exceptions=True,
-    )
+    async def staggered(index: int) -> Reading:
+        # Independent streams do not tick together: stream i starts i/N of an interval after the
+        # first, so the N streams' chunks arrive spread over each interval (all started at once,
+        # every chunk of a tick would arrive in one burst, and the p99 would time the burst).
+        await asyncio.sleep(index * interval / streams)
+        return await stream_once(port, "/v1/chat/completions", chunks, interval)
+
+    readings = await asyncio.gather(*(staggered(index) for index in range(streams)), return_exceptions=True)
     latencies: list[float] = []
     failed = 0
     for reading in readings:

@@ -142,6 +142,35 @@ def test_aiter_yields_the_same_events_as_iter(emulator: Emulator) -> None:
     assert emulator.wait_idle(2.0)
 
 
+def test_a_nudge_wakes_the_async_wait_empty_handed_once_and_loses_no_event(emulator: Emulator) -> None:
+    # The proxy's keepalive timer wakes its wait with `nudge()` (PX-4): the wait returns None once
+    # per nudge (a nudge given while nobody waits is kept for the next wait), and events already
+    # waiting come before it; the events are the same as a plain `async for`.
+    async def main() -> tuple[list[Any], list[str]]:
+        client = aclient(emulator)
+        emulator.script(Scenario.build("Let me check.", tool_calls=[CALL]))
+        stream = session().aiter(client, PARAMS)
+        stream.nudge()  # before the request has started: kept
+        got: list[Any] = [await stream.next_or_nudged()]
+        event = await stream.next_or_nudged()  # no nudge pending: waits for the first event
+        got.append(event)
+        stream.nudge()
+        while True:
+            try:
+                event = await stream.next_or_nudged()
+            except StopAsyncIteration:
+                break
+            got.append(event)
+        await client.close()
+        return got, kinds([e for e in got if e is not None])
+
+    got, events = asyncio.run(main())
+    assert got[0] is None and got[1] is not None
+    assert sum(e is None for e in got) == 2  # one per nudge
+    assert events == ["text", "tool_call", "tool_args", "final"]
+    assert emulator.wait_idle(2.0)
+
+
 @pytest.mark.parametrize("how", ["aclose", "async_with", "cancel", "garbage"])
 def test_aiter_stopped_early_ends_the_request(emulator: Emulator, how: str) -> None:
     async def main() -> None:

@@ -5,6 +5,7 @@ whose metrics are summed; SIGTERM stops it and its workers, leaving nothing behi
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -66,3 +67,24 @@ def test_two_workers_serve_and_stop_cleanly(tmp_path: Path, emulator: Emulator) 
         status = server.stop()
     assert status == 0, server.output()
     assert emulator.wait_idle(timeout=5)
+
+
+def test_a_served_application_is_built_with_its_startup_heap_frozen(
+    tmp_path: Path, emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `fsm-agent serve`'s worker: the modules and clients held once the application is built are
+    # out of the collector's generations (gc.freeze), so no full collection walks them mid-stream.
+    from fsm_agent._internal.cli import serve_cmd
+
+    path = tmp_path / "ok.toml"
+    path.write_text(config_text(emulator))
+    monkeypatch.setenv(serve_cmd.CONFIG_VARIABLE, str(path))
+    for name, value in ENVIRON.items():
+        monkeypatch.setenv(name, value)
+    gc.unfreeze()
+    try:
+        assert gc.get_freeze_count() == 0
+        app = serve_cmd.worker_app()
+        assert callable(app) and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

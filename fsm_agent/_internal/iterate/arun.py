@@ -29,7 +29,7 @@ __all__ = ["AsyncEventStream"]
 class _AsyncChannel:
     """The task's side of the hand-off (it never references the consumer's `AsyncEventStream`)."""
 
-    __slots__ = ("capacity", "done", "error", "items", "room", "waiter")
+    __slots__ = ("capacity", "done", "error", "items", "nudged", "room", "waiter")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -38,6 +38,7 @@ class _AsyncChannel:
         self.room: asyncio.Future[None] | None = None  # the request, waiting for room
         self.done = False
         self.error: BaseException | None = None
+        self.nudged = False  # `AsyncEventStream.nudge()`: the consumer asked to be woken empty-handed
 
     def put(self, event: StreamEvent) -> Coroutine[Any, Any, None] | None:
         """A callback: plain while there is room; an awaitable (the driver awaits it) when full."""
@@ -117,6 +118,24 @@ class AsyncEventStream:
         return self
 
     async def __anext__(self) -> StreamEvent:
+        event = await self._next(nudgeable=False)
+        assert event is not None  # only a nudgeable wait returns empty-handed
+        return event
+
+    async def next_or_nudged(self) -> StreamEvent | None:
+        """The next event, as `__anext__` gives it, or None once per `nudge()` (kept if nobody was
+        waiting; the events already waiting come first). For a consumer with a timer of its own
+        (the proxy's keepalive): one wait on the channel, no task or timeout future per event."""
+        return await self._next(nudgeable=True)
+
+    def nudge(self) -> None:
+        """Wake a `next_or_nudged()` wait (now, or the next one) empty-handed; a plain callback,
+        safe from a timer of the consumer's loop."""
+        channel = self._channel
+        channel.nudged = True
+        channel.wake()
+
+    async def _next(self, *, nudgeable: bool) -> StreamEvent | None:
         channel = self._channel
         while True:
             items = channel.items
@@ -127,6 +146,9 @@ class AsyncEventStream:
                 if type(event) is FinalEvent:
                     self.result = event.result
                 return event
+            if nudgeable and channel.nudged:  # after the events waiting, before the end
+                channel.nudged = False
+                return None
             if self._ended:
                 raise StopAsyncIteration
             if self._task is None:

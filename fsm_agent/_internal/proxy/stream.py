@@ -151,29 +151,36 @@ class ProxiedStream:
 
     async def _serve(self) -> None:
         events, wire, translate = self.events, self.wire, self.translator.event
-        items = events._channel.items  # what is waiting already is taken without a task
-        pending: asyncio.Future[Any] | None = None
+        items = events._channel.items  # what is waiting already is taken without a wait
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
+
+        def keepalive_due() -> None:
+            # One timer for the whole stream, moved on by what was sent meanwhile: nothing per event.
+            nonlocal timer
+            left = self._last_sent + self.keepalive - time.monotonic()
+            if left <= 0:
+                events.nudge()  # the stream's wait returns empty-handed: a keepalive is due
+                left = self.keepalive
+            timer = loop.call_later(left, keepalive_due)
+
         sent_any = False
         try:
+            timer = loop.call_later(self.keepalive, keepalive_due)
             while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(events.__anext__())
-                wait = self.keepalive - (time.monotonic() - self._last_sent)
-                if wait > 0:
-                    await asyncio.wait((pending,), timeout=wait)
-                if not pending.done():
-                    await self._write(wire.keepalive)  # PX-4: upstream silence
-                    self.on_keepalive()
-                    continue
-                task, pending = pending, None
                 try:
-                    event = task.result()
+                    event = await events.next_or_nudged()
                 except StopAsyncIteration:
                     await self._fail(WireError(502, "upstream", "the request ended without an answer"))
                     return
                 except Exception as exc:
                     await self._fail(failure_of(exc, self.scrub))
                     return
+                if event is None:  # nudged by the timer
+                    if time.monotonic() - self._last_sent >= self.keepalive:
+                        await self._write(wire.keepalive)  # PX-4: upstream silence
+                        self.on_keepalive()
+                    continue
                 chunks: list[bytes] = []
                 size = 0
                 while True:
@@ -198,9 +205,8 @@ class ProxiedStream:
                     await self._write(b"".join(chunks), first=not sent_any)
                     sent_any = True
         finally:
-            if pending is not None and not pending.done():
-                pending.cancel()
-                await asyncio.wait((pending,))
+            if timer is not None:
+                timer.cancel()
             await events.aclose()  # PX-6: the upstream request ends with the downstream one
 
     async def _finish_ok(self, chunk: bytes, *, first: bool) -> None:
