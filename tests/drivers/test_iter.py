@@ -145,7 +145,7 @@ def test_aiter_yields_the_same_events_as_iter(emulator: Emulator) -> None:
 def test_a_nudge_wakes_the_async_wait_empty_handed_once_and_loses_no_event(emulator: Emulator) -> None:
     # The proxy's keepalive timer wakes its wait with `nudge()` (PX-4): the wait returns None once
     # per nudge (a nudge given while nobody waits is kept for the next wait), and events already
-    # waiting come before it; the events are the same as a plain `async for`.
+    # waiting come before it; every event of the answer still arrives, in order.
     async def main() -> tuple[list[Any], list[str]]:
         client = aclient(emulator)
         emulator.script(Scenario.build("Let me check.", tool_calls=[CALL]))
