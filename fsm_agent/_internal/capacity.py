@@ -172,44 +172,54 @@ def _instant(raw: Any, now: float) -> float | None:
     return max(0.0, seconds) if seconds <= _MAX_SECONDS else None
 
 
-def _get(headers: Any, name: str) -> Any:
+_RATE_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+
+
+def _rate_headers(headers: Any) -> dict[str, Any]:
+    """The response's rate-limit headers by lower-cased name, found in one pass over its headers
+    (a case-insensitive `get` per name scans them all each time: a dozen scans a response, most
+    of which find nothing). A name given twice keeps its last value. A headers object of a shape
+    we do not know has none."""
     try:
-        value = headers.get(name)
-        if value is None and isinstance(headers, dict):
-            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
-    except Exception:  # a headers object of a shape we do not know
-        return None
-    return value
+        found = {}
+        for name, value in headers.items():
+            lower = str(name).lower()
+            if lower.startswith(_RATE_PREFIXES):
+                found[lower] = value
+    except Exception:
+        return {}
+    return found
 
 
 def read_rate_headers(headers: Any, now: float) -> RateReading | None:
     """CAP-1: the rate-limit headers of a response (OpenAI-style, then Anthropic's), or None."""
     if headers is None:
         return None
+    found = _rate_headers(headers)
+    if not found:
+        return None
+    get = found.get
     openai = RateReading(
-        requests_limit=_number(_get(headers, "x-ratelimit-limit-requests")),
-        requests_remaining=_number(_get(headers, "x-ratelimit-remaining-requests")),
-        requests_reset_s=parse_duration(_get(headers, "x-ratelimit-reset-requests")),
-        tokens_limit=_number(_get(headers, "x-ratelimit-limit-tokens")),
-        tokens_remaining=_number(_get(headers, "x-ratelimit-remaining-tokens")),
-        tokens_reset_s=parse_duration(_get(headers, "x-ratelimit-reset-tokens")),
+        requests_limit=_number(get("x-ratelimit-limit-requests")),
+        requests_remaining=_number(get("x-ratelimit-remaining-requests")),
+        requests_reset_s=parse_duration(get("x-ratelimit-reset-requests")),
+        tokens_limit=_number(get("x-ratelimit-limit-tokens")),
+        tokens_remaining=_number(get("x-ratelimit-remaining-tokens")),
+        tokens_reset_s=parse_duration(get("x-ratelimit-reset-tokens")),
         source="openai",
     )
     if not openai.is_empty():
         return openai
     tokens = "anthropic-ratelimit-tokens"
-    if (
-        _get(headers, f"{tokens}-limit") is None
-        and _get(headers, "anthropic-ratelimit-input-tokens-limit") is not None
-    ):
+    if get(f"{tokens}-limit") is None and get("anthropic-ratelimit-input-tokens-limit") is not None:
         tokens = "anthropic-ratelimit-input-tokens"
     anthropic = RateReading(
-        requests_limit=_number(_get(headers, "anthropic-ratelimit-requests-limit")),
-        requests_remaining=_number(_get(headers, "anthropic-ratelimit-requests-remaining")),
-        requests_reset_s=_instant(_get(headers, "anthropic-ratelimit-requests-reset"), now),
-        tokens_limit=_number(_get(headers, f"{tokens}-limit")),
-        tokens_remaining=_number(_get(headers, f"{tokens}-remaining")),
-        tokens_reset_s=_instant(_get(headers, f"{tokens}-reset"), now),
+        requests_limit=_number(get("anthropic-ratelimit-requests-limit")),
+        requests_remaining=_number(get("anthropic-ratelimit-requests-remaining")),
+        requests_reset_s=_instant(get("anthropic-ratelimit-requests-reset"), now),
+        tokens_limit=_number(get(f"{tokens}-limit")),
+        tokens_remaining=_number(get(f"{tokens}-remaining")),
+        tokens_reset_s=_instant(get(f"{tokens}-reset"), now),
         source="anthropic",
     )
     return None if anthropic.is_empty() else anthropic

@@ -67,8 +67,12 @@ def _canonical_url(raw: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
-def endpoint_key(api: str, client: Any, model: str | None) -> EndpointKey:
-    return EndpointKey(api=api, base_url=base_url_of(client), model=model or "")
+def endpoint_key(api: str, client: Any, model: str | None, base_url: str | None = None) -> EndpointKey:
+    """The endpoint `client` sends `model`'s requests of `api` to; `base_url`: the client's, when
+    the caller has already read it (`base_url_of`)."""
+    return EndpointKey(
+        api=api, base_url=base_url_of(client) if base_url is None else base_url, model=model or ""
+    )
 
 
 class HealthSettings(Frozen):
@@ -151,6 +155,12 @@ def key_fingerprint(client: Any) -> str:
         key = getattr(getattr(getattr(client, "models", None), "_api_client", None), "api_key", None)
     if not isinstance(key, str) or not key:
         return ""
+    return _fingerprint(key)
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint(key: str) -> str:
+    # A pure function of the key, asked once per request of every route: hashed once per key.
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 

@@ -206,11 +206,11 @@ def plan_request(
         route_retries=tuple(route.retries for route in routes),
     )
     machine.ctx.plain = plain  # WR-1: the caller asked for the answer without streaming
-    # RC-3: which routes' endpoints may be asked to continue shown text
-    machine.ctx.route_prefill = tuple(
-        accepts_prefill(route.api, route.params, base_url_of(route.source.peek())) for route in routes
-    )
+    prefill: list[bool] = []
     for route in routes:  # HL-1: each route's endpoint has a health of its own
+        client = route.source.peek()
+        base_url = base_url_of(client)
+        prefill.append(accepts_prefill(route.api, route.params, base_url))
         settings = HealthSettings(
             stale_giveup=session.stale_giveup,
             breaker_cooldown=session.breaker_cooldown,
@@ -218,15 +218,16 @@ def plan_request(
             probe_lease=route.stale_timeout * (session.retries + 1)
             + session.backoff.alone_wait * session.retries,
         )
-        key = endpoint_key(route.api, route.source.peek(), route.model)
+        key = endpoint_key(route.api, client, route.model, base_url)
         route.link = EndpointLink(session.health, key, settings, machine.request_id)
         if hasattr(session.health, "capacity"):  # CAP-1: a store that keeps capacity (ours do)
             last = route.index + 1 >= len(routes)
             route.link.capacity = CapacityPlan(
-                CapacityKey(str(key), key_fingerprint(route.source.peek())),
+                CapacityKey(str(key), key_fingerprint(client)),
                 estimate_prompt_tokens(route.params) + requested_output_tokens(route.params),
                 session.backoff.alone_wait if last else session.backoff.switch_wait,
             )
+    machine.ctx.route_prefill = tuple(prefill)  # RC-3: which routes' endpoints may continue shown text
     assert first.link is not None
     session._note_latest(first.link.key)
     return RequestPlan(

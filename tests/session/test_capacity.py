@@ -166,6 +166,25 @@ def test_header_shapes() -> None:
     assert read_rate_headers({"x-ratelimit-limit-requests": "nan"}, 0.0) is None
 
 
+def test_rate_headers_are_read_whatever_the_headers_object() -> None:
+    """The SDKs' case-insensitive headers (httpx), botocore's plain dict, and a dict spelt in any
+    case give the same reading; a headers object that cannot be read gives none (never raises)."""
+    import httpx
+
+    pairs = {"X-RateLimit-Limit-Requests": "60", "X-RateLimit-Remaining-Requests": "59", "Server": "x"}
+    expected = RateReading(60, 59, None, None, None, None, "openai")
+    assert read_rate_headers(httpx.Headers(pairs), 0.0) == expected
+    assert read_rate_headers(pairs, 0.0) == expected
+    assert read_rate_headers({k.lower(): v for k, v in pairs.items()}, 0.0) == expected
+
+    class Unreadable:
+        def items(self) -> Any:
+            raise RuntimeError("no headers here")
+
+    assert read_rate_headers(Unreadable(), 0.0) is None
+    assert read_rate_headers(object(), 0.0) is None
+
+
 def test_the_estimate_is_reconciled_with_the_usage() -> None:
     bucket = Bucket(tokens_limit=1000, tokens_rate=1.0, tokens_level=1000, at=100.0)
     taken, wait = apply_capacity(bucket, CapacityChange("reserve", 100.0, tokens=600, max_wait=5))
