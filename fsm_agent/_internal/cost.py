@@ -68,16 +68,25 @@ def estimate_text_tokens(chars: int) -> int:
 
 def _text_chars(value: Any, depth: int = 0) -> int:
     """The characters of the text in a request's messages, whatever their shape (strings in dicts
-    and lists: content parts, tool results, system blocks); keys and structure do not count."""
+    and lists: content parts, tool results, system blocks); keys and structure do not count.
+    Walked once per request and route, over the whole prompt: the JSON types (str, dict, list)
+    are told by their exact type first, and a string inside a container is counted in place."""
     if depth > 32:
         return 0
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return len(value)
-    if isinstance(value, Mapping):
-        return sum(_text_chars(item, depth + 1) for key, item in value.items() if key not in _NOT_TEXT)
-    if isinstance(value, (list, tuple)):
-        return sum(_text_chars(item, depth + 1) for item in value)
-    return 0
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
+        items: Iterable[Any] = (item for key, item in value.items() if key not in _NOT_TEXT)
+    elif kind is list or isinstance(value, (list, tuple)):
+        items = value
+    else:
+        return len(value) if isinstance(value, str) else 0
+    total = 0
+    deeper = depth + 1
+    for item in items:
+        total += len(item) if type(item) is str and deeper <= 32 else _text_chars(item, deeper)
+    return total
 
 
 # Keys whose values are not text the model reads (ids, roles, types, binary payloads).
@@ -91,7 +100,11 @@ _OUTPUT_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "max
 def estimate_prompt_tokens(params: Mapping[str, Any]) -> int:
     """CAP-2, COST-1: the tokens of a request's prompt before it is sent: its text (messages,
     system, tools) at four characters a token. Reconciled with the provider's usage afterwards."""
-    chars = sum(_text_chars(params.get(key)) for key in _PROMPT_KEYS)
+    chars = 0
+    for key in _PROMPT_KEYS:
+        value = params.get(key)
+        if value is not None:
+            chars += _text_chars(value)
     return estimate_text_tokens(chars)
 
 

@@ -172,3 +172,43 @@ def record_golden() -> None:  # pragma: no cover - run by hand to re-record
 
 if __name__ == "__main__":  # pragma: no cover
     record_golden()
+
+
+def test_the_prompt_estimate_counts_the_text_of_every_shape() -> None:
+    """CAP-2, COST-1: the prompt's text in each API's spelling, content parts and tool results
+    included, ids, roles, types and binary parts not; mappings and sequences of any class count
+    as the JSON objects and lists they stand for; nesting past 32 levels is not walked."""
+    from collections import UserDict
+
+    from fsm_agent._internal.cost import estimate_prompt_tokens
+
+    chat = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "abcd" * 10},  # 40
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "x" * 20},
+                    {"type": "image_url", "image_url": {"url": "u" * 99}},
+                ],
+            },
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "y" * 16},
+        ],
+        "tools": ({"type": "function", "function": {"name": "g", "description": "d" * 21}},),
+    }
+    # 40 + 20 + ("f" + "{}") + 16 + ("g" + 21) = 101 characters: 26 tokens at four a token
+    assert estimate_prompt_tokens(chat) == 26
+    assert estimate_prompt_tokens({**chat, "messages": [UserDict(m) for m in chat["messages"]]}) == 26
+    assert estimate_prompt_tokens({"system": [{"text": "s" * 8}], "messages": [], "contents": "c" * 4}) == 3
+    deep: Any = "z" * 400
+    for _ in range(40):
+        deep = [deep]
+    assert estimate_prompt_tokens({"input": deep}) == estimate_prompt_tokens({"input": []})
+    assert estimate_prompt_tokens({"model": "m"}) == estimate_prompt_tokens({"input": None})
