@@ -445,6 +445,18 @@ def _learn_one(
 def apply_capacity(bucket: Bucket, change: CapacityChange) -> tuple[Bucket, float]:
     """The bucket after `change`, and (for `reserve`) the wait before the request may be sent."""
     now = change.at
+    if bucket.is_default() and not (change.op == "learn" and change.reading is not None):
+        # Nothing known of the endpoint's limits (a provider that sends no rate-limit headers, or
+        # none learned yet): no slot to take, nothing to refund; the bucket as refreshing it gives.
+        return Bucket(
+            bucket.requests_limit,
+            bucket.requests_rate,
+            0.0,
+            bucket.tokens_limit,
+            bucket.tokens_rate,
+            0.0,
+            max(now, bucket.at),
+        ), 0.0
     current = _refreshed(bucket, now)
     if change.op == "read":
         return current, 0.0

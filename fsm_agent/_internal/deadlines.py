@@ -133,6 +133,9 @@ class PhaseDeadlines(Frozen):
         return {name: getattr(self, name) for name in (*PHASES, "liveness")}
 
 
+_NO_TIMEOUTS = Timeouts()  # every field its default (frozen: one for every session that set none)
+
+
 def resolve_deadlines(
     timeouts: Timeouts | None,
     stale_timeout: float | None,
@@ -143,7 +146,7 @@ def resolve_deadlines(
     unset takes the resolved stale timeout (WD-2: explicit, environment, or 180 s raised to the
     model's floor); `connect` and `liveness` their defaults, never above that stale timeout."""
     stale = resolve_stale_timeout(stale_timeout, model, environ)
-    given = timeouts if timeouts is not None else Timeouts()
+    given = timeouts if timeouts is not None else _NO_TIMEOUTS
 
     def pick(value: float | None, default: float) -> float:
         return float(value) if value is not None else default

@@ -251,6 +251,8 @@ class EndpointLink:
         )
         if wait <= plan.max_wait:
             self.reserved_tokens = float(plan.tokens) if bucket.tokens_limit > 0 else 0.0
+        if wait == 0 and facts.capacity_wait_s == 0:
+            return facts  # the usual start: a slot at once (or nothing known to wait for)
         return replace(facts, capacity_wait_s=round(wait, 6))
 
     # -- while the request runs ----------------------------------------------------------------------

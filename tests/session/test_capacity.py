@@ -217,3 +217,16 @@ def test_async_requests_wait_their_slots_too() -> None:
         results = asyncio.run(run(emu))
     assert limit.refused == 0
     assert any(r.records[0].inputs.get("wait_source") == "capacity" for r in results)
+
+
+def test_a_bucket_that_knows_no_limit_takes_and_refunds_nothing() -> None:
+    """CAP-2: an endpoint whose limits were never learned gives every request its slot at once,
+    with nothing taken, refunded or remembered (the store keeps no such bucket); a reading still
+    teaches it its limits."""
+    for op, extra in (("reserve", {"tokens": 500, "max_wait": 0.0}), ("refund", {"tokens": 9}), ("read", {})):
+        bucket, wait = apply_capacity(Bucket(at=3.0), CapacityChange(op, 7.0, **extra))
+        assert (bucket, wait) == (Bucket(at=7.0), 0.0) and bucket.is_default()
+    older, _ = apply_capacity(Bucket(at=9.0), CapacityChange("reserve", 7.0, tokens=1, max_wait=0.0))
+    assert older == Bucket(at=9.0)  # a clock stepped back never moves a bucket's time back
+    learned, _ = apply_capacity(Bucket(), CapacityChange("learn", 7.0, reading=RateReading(60, 59, 1.0)))
+    assert learned.requests_limit == 60 and not learned.is_default()
