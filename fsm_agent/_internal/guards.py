@@ -17,7 +17,10 @@ from .errors import ErrorKind
 __all__ = ["GUARDS", "RequestContext"]
 
 
-@dataclass(slots=True)
+# Compared by identity and shown by its class and id: one request's context is never equal to
+# another's, and a generated `__eq__` and `__repr__` over its 49 fields cost ~1 ms to define on
+# every process's import (the records are what shows its facts: `guard_inputs`).
+@dataclass(slots=True, eq=False, repr=False)
 class RequestContext:
     """Everything the guards read. Per-request settings, session memory and per-attempt facts."""
 

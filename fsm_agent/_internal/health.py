@@ -19,10 +19,10 @@ This module never performs I/O; stores that do (Redis) live beside it.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 from .capacity import Bucket, CapacityChange, CapacityKey, apply_capacity
+from .frozen import Frozen, replace, set_field
 
 __all__ = [
     "EndpointHealth",
@@ -35,34 +35,79 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointKey:
+# The three records are `Frozen` value classes (compared and hashed by their fields, immutable):
+# internal, and on the import path of every session (a frozen dataclass costs ~0.8 ms to define).
+class EndpointKey(Frozen):
     """Which endpoint a request goes to: its API, base URL (no credentials) and model."""
 
+    __slots__ = ("api", "base_url", "model")
     api: str
     base_url: str
     model: str
+
+    def __init__(self, api: str, base_url: str, model: str) -> None:
+        set_field(self, "api", api)
+        set_field(self, "base_url", base_url)
+        set_field(self, "model", model)
 
     def __str__(self) -> str:
         return f"{self.api}|{self.base_url}|{self.model}"
 
 
-@dataclass(frozen=True, slots=True)
-class EndpointHealth:
+class EndpointHealth(Frozen):
     """One endpoint's health as a store holds it. The default value is a healthy endpoint."""
 
-    stale_streak: int = 0
-    breaker_open_until: float = 0.0  # > 0: tripped; requests refused until then (BO-7)
-    probe_until: float = 0.0  # a half-open probe is in flight until then (one at a time)
-    probe_owner: str = ""  # the request holding the probe (its request id)
-    cooldown_until: float = 0.0  # BO-6: requests wait until then before sending
-    stream_options_unsupported: bool = False  # RES-8
-    streaming_disabled: bool = False  # RES-9
-    prefill_refused: bool = False  # RC-3: the endpoint refused an assistant prefill
+    __slots__ = (
+        "breaker_open_for",
+        "breaker_open_until",
+        "cooldown_for",
+        "cooldown_until",
+        "prefill_refused",
+        "probe_for",
+        "probe_owner",
+        "probe_until",
+        "stale_streak",
+        "stream_options_unsupported",
+        "streaming_disabled",
+    )
+    stale_streak: int
+    breaker_open_until: float  # > 0: tripped; requests refused until then (BO-7)
+    probe_until: float  # a half-open probe is in flight until then (one at a time)
+    probe_owner: str  # the request holding the probe (its request id)
+    cooldown_until: float  # BO-6: requests wait until then before sending
+    stream_options_unsupported: bool  # RES-8
+    streaming_disabled: bool  # RES-9
+    prefill_refused: bool  # RC-3: the endpoint refused an assistant prefill
     # HL-1: the original length of each deadline above (0.0: unknown, so not bounded)
-    breaker_open_for: float = 0.0
-    probe_for: float = 0.0
-    cooldown_for: float = 0.0
+    breaker_open_for: float
+    probe_for: float
+    cooldown_for: float
+
+    def __init__(
+        self,
+        stale_streak: int = 0,
+        breaker_open_until: float = 0.0,
+        probe_until: float = 0.0,
+        probe_owner: str = "",
+        cooldown_until: float = 0.0,
+        stream_options_unsupported: bool = False,
+        streaming_disabled: bool = False,
+        prefill_refused: bool = False,
+        breaker_open_for: float = 0.0,
+        probe_for: float = 0.0,
+        cooldown_for: float = 0.0,
+    ) -> None:
+        set_field(self, "stale_streak", stale_streak)
+        set_field(self, "breaker_open_until", breaker_open_until)
+        set_field(self, "probe_until", probe_until)
+        set_field(self, "probe_owner", probe_owner)
+        set_field(self, "cooldown_until", cooldown_until)
+        set_field(self, "stream_options_unsupported", stream_options_unsupported)
+        set_field(self, "streaming_disabled", streaming_disabled)
+        set_field(self, "prefill_refused", prefill_refused)
+        set_field(self, "breaker_open_for", breaker_open_for)
+        set_field(self, "probe_for", probe_for)
+        set_field(self, "cooldown_for", cooldown_for)
 
     def is_default(self) -> bool:
         return self == _HEALTHY
@@ -85,24 +130,59 @@ _HEALTHY = EndpointHealth()
 _EMPTY_BUCKET = Bucket()
 
 
-@dataclass(frozen=True, slots=True)
-class HealthChange:
+class HealthChange(Frozen):
     """A change to one endpoint's health; fields left at their default change nothing."""
 
-    stall: bool = False  # WD-3, RC-9: one more failed attempt, a stall or another (the streak grows)
-    success: bool = False  # a successful request or stub: streak reset, breaker closed
-    breaker_open_until: float | None = None  # trip (or re-trip) the breaker until then
-    probe_until: float | None = None  # take (or release, with 0.0) the half-open probe
+    __slots__ = (
+        "at",
+        "breaker_open_until",
+        "cooldown_until",
+        "prefill_refused",
+        "probe_until",
+        "stall",
+        "stream_options_unsupported",
+        "streaming_disabled",
+        "success",
+        "take_probe",
+    )
+    stall: bool  # WD-3, RC-9: one more failed attempt, a stall or another (the streak grows)
+    success: bool  # a successful request or stub: streak reset, breaker closed
+    breaker_open_until: float | None  # trip (or re-trip) the breaker until then
+    probe_until: float | None  # take (or release, with 0.0) the half-open probe
     # BO-7: take the probe for this request id only if it is free at `at` (one probe at a time:
     # the store applies this atomically; the caller reads `probe_owner` of the result to know)
-    take_probe: str | None = None
+    take_probe: str | None
     # The writer's wall clock (0.0: unknown). HL-1: deadlines are first bounded at `at`, and a
     # deadline set with it keeps `until - at` as its length.
-    at: float = 0.0
-    cooldown_until: float | None = None  # BO-6: a later cooldown replaces an earlier one
-    stream_options_unsupported: bool = False
-    streaming_disabled: bool = False
-    prefill_refused: bool = False  # RC-3
+    at: float
+    cooldown_until: float | None  # BO-6: a later cooldown replaces an earlier one
+    stream_options_unsupported: bool
+    streaming_disabled: bool
+    prefill_refused: bool  # RC-3
+
+    def __init__(
+        self,
+        stall: bool = False,
+        success: bool = False,
+        breaker_open_until: float | None = None,
+        probe_until: float | None = None,
+        take_probe: str | None = None,
+        at: float = 0.0,
+        cooldown_until: float | None = None,
+        stream_options_unsupported: bool = False,
+        streaming_disabled: bool = False,
+        prefill_refused: bool = False,
+    ) -> None:
+        set_field(self, "stall", stall)
+        set_field(self, "success", success)
+        set_field(self, "breaker_open_until", breaker_open_until)
+        set_field(self, "probe_until", probe_until)
+        set_field(self, "take_probe", take_probe)
+        set_field(self, "at", at)
+        set_field(self, "cooldown_until", cooldown_until)
+        set_field(self, "stream_options_unsupported", stream_options_unsupported)
+        set_field(self, "streaming_disabled", streaming_disabled)
+        set_field(self, "prefill_refused", prefill_refused)
 
 
 def _within(until: float, length: float, now: float) -> float:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import inspect
 import json
@@ -115,8 +114,8 @@ _CHECKS: dict[type, Callable[[object], bool]] = {
     str: _is_text,
 }
 _SCHEMA: dict[str, tuple[type, Callable[[object], bool]]] = {
-    field.name: (type(field.default), _CHECKS[type(field.default)])
-    for field in dataclasses.fields(EndpointHealth)
+    name: (type(getattr(_HEALTHY, name)), _CHECKS[type(getattr(_HEALTHY, name))])
+    for name in EndpointHealth.__match_args__
 }
 
 

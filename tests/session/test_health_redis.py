@@ -4,7 +4,6 @@ across stores, and the HL-3 fallback (down, slow, garbled, back again)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import signal
@@ -13,7 +12,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer
 
+from fsm_agent._internal.frozen import replace
 from fsm_agent._internal.health import EndpointHealth, EndpointKey, HealthChange, MemoryHealth, apply
 from fsm_agent._internal.health_redis import RedisHealth, decode, encode
 
@@ -319,10 +318,10 @@ _VALUES = {
     float: st.floats(0, 1e12, allow_nan=False, allow_infinity=False),
     str: st.text(max_size=64),  # a request id is ours, but any text must come back as it went
 }
-# Built from the dataclass itself: a field added to EndpointHealth is covered without editing this.
+# Built from the class itself: a field added to EndpointHealth is covered without editing this.
 healths = st.builds(
     EndpointHealth,
-    **{field.name: _VALUES[type(field.default)] for field in dataclasses.fields(EndpointHealth)},
+    **{name: _VALUES[type(getattr(EndpointHealth(), name))] for name in EndpointHealth.__match_args__},
 )
 
 
