@@ -31,6 +31,7 @@ __all__ = [
     "retry_hint",
     "should_retry_header",
     "wait_before",
+    "wait_bound",
 ]
 
 # The values a record's `wait_source` takes (BO-4).
@@ -72,12 +73,12 @@ class Backoff:
     @property
     def switch_wait(self) -> float:
         """BO-3: the longest hint waited out while another route remains (RT-2)."""
-        return SWITCH_WAIT if self.max_wait is None else self.max_wait
+        return wait_bound(self.max_wait, last_route=False)
 
     @property
     def alone_wait(self) -> float:
         """BO-3: the longest hint waited out on the last route (never less than the bare SDK's)."""
-        return ALONE_WAIT if self.max_wait is None else self.max_wait
+        return wait_bound(self.max_wait, last_route=True)
 
     def ceiling(self, retry: int) -> float:
         """The upper bound of the n-th retry's jitter: min(cap, base * 2**(n-1))."""
@@ -88,6 +89,14 @@ class Backoff:
 
 
 INSTANT = Backoff(base=0.0)
+
+
+def wait_bound(max_wait: float | None, *, last_route: bool) -> float:
+    """BO-3: the longest hint waited out with the `max_wait` setting given (None: the defaults),
+    on the last route or while another remains."""
+    if max_wait is not None:
+        return max_wait
+    return ALONE_WAIT if last_route else SWITCH_WAIT
 
 
 def backoff_draw(seed: int, retry: int) -> float:

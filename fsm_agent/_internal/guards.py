@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .backoff import ALONE_WAIT, Backoff
+from .backoff import ALONE_WAIT, Backoff, wait_bound
 from .errors import ErrorKind
 
 __all__ = ["GUARDS", "RequestContext"]
@@ -106,8 +106,7 @@ class RequestContext:
     def bound_wait(self) -> None:
         """BO-3: the longest hint waited out on the current route: the switch bound while another
         route remains, the last route's (at least the bare SDK's) otherwise."""
-        backoff = self.backoff()
-        self.max_wait = backoff.switch_wait if self.route + 1 < len(self.route_names) else backoff.alone_wait
+        self.max_wait = wait_bound(self.max_wait_setting, last_route=self.route + 1 >= len(self.route_names))
 
     def new_attempt(self) -> None:
         self.attempt += 1
