@@ -18,9 +18,12 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+_TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path[:0] = [str(_TESTS), str(_TESTS / "hardening")]  # test_byte_caps and the helpers it imports
 
-import fsm_agent
+from test_byte_caps import PARAMS, client_for, close_client  # noqa: E402
+
+import fsm_agent  # noqa: E402
 
 CAP = 1024 * 1024
 APIS = ("chat_completions", "responses", "anthropic_messages", "bedrock_converse", "gemini_generate_content")
@@ -50,8 +53,6 @@ class _Urls:
 
 
 def _one(api: str, urls: Any, traced: bool = True) -> tuple[str, float]:
-    from test_byte_caps import PARAMS, client_for, close_client
-
     client = client_for(api, urls)
     session = fsm_agent.Session(retries=0, max_bytes=CAP)
     gc.collect()
