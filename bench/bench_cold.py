@@ -22,6 +22,7 @@ on time.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -96,7 +97,11 @@ print(f"{_ti - _t0:.6f} {_td - _t0:.6f} {text!r}", flush=True)
 """
 
 
-_PYCACHE = tempfile.mkdtemp(prefix="bench_cold_pycache_")
+@functools.cache
+def _pycache() -> str:
+    """The benchmark's own bytecode cache: made by the first run, removed at the end of `main`
+    (importing this module makes nothing)."""
+    return tempfile.mkdtemp(prefix="bench_cold_pycache_")
 
 
 def child_source(name: str, url: str) -> str:
@@ -114,7 +119,7 @@ def run_child(
     # warm-up run, into a cache of the benchmark's own (PYTHONDONTWRITEBYTECODE would have every
     # run compile fsm_agent's sources, while the SDKs' are compiled at install).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = _PYCACHE
+    env["PYTHONPYCACHEPREFIX"] = _pycache()
     start = time.perf_counter()
     proc = subprocess.Popen(
         [python, "-c", child_source(name, url)], stdout=subprocess.PIPE, text=True, env=env, cwd=cwd
@@ -176,7 +181,7 @@ def main() -> None:
     finally:
         emulator.terminate()
         emulator.wait(5)
-        shutil.rmtree(_PYCACHE, ignore_errors=True)
+        shutil.rmtree(_pycache(), ignore_errors=True)
     texts = {name: {r[3] for r in rows} for name, rows in results.items()}
     for name, seen in texts.items():
         if name in ("python", "import Session", "import Session@baseline"):

@@ -29,8 +29,15 @@ print(json.dumps({"failed": failed, "count": len(list(Path("bench").glob("bench_
 """
 
 
-def test_every_benchmark_imports() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+def test_every_benchmark_imports(tmp_path: Path) -> None:
+    """... and importing one leaves nothing behind (no temporary directory made at import)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "TMPDIR": str(scratch),
+    }
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
     )
@@ -38,3 +45,4 @@ def test_every_benchmark_imports() -> None:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["count"] >= 15
     assert report["failed"] == {}
+    assert sorted(p.name for p in scratch.iterdir()) == []
