@@ -1,6 +1,6 @@
 """The first request of a process: fsm_agent against the bare SDK, from spawn to the first result.
 
-Run: .venv/bin/python bench/bench_cold.py [--runs 9] [--baseline DIR] [--only NAME ...]
+Run: .venv/bin/python bench/bench_cold.py [--runs 9] [--baseline DIR] [--only NAME ...] [--instructions]
 
 Each run is a fresh `python` process that imports the SDK (and fsm_agent), builds a client, makes
 one short streamed request over loopback HTTP and takes its text; the time measured is from just
@@ -15,8 +15,10 @@ the spread (min..max) of spawn-to-result, of the child's "imports done" mark and
 request alone (both from the child's own clock), and of the process's CPU time; then fsm_agent's
 added cost over the bare SDK's, per interleaved pair. `import Session` times
 `from fsm_agent import Session` alone in a fresh process, `python` an empty one. `--baseline DIR`
-runs fsm_agent's rows again with the fsm_agent package of another checkout. Nothing here asserts
-on time.
+runs fsm_agent's rows again with the fsm_agent package of another checkout. `--instructions`
+counts each contender's instructions once, spawn to exit, under valgrind's callgrind instead of
+timing runs: a figure the host's load and speed do not move (the wall-clock rows spread by
+hundreds of milliseconds on a busy two-core host). Nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -108,11 +110,9 @@ def child_source(name: str, url: str) -> str:
     return _CHILD_HEAD + f"URL = {url!r}\n" + _CHILDREN[name.split("@", 1)[0]] + _CHILD_TAIL
 
 
-def run_child(
-    name: str, url: str, python: str, baseline: Path | None
-) -> tuple[float, float, float, str, float]:
-    """(spawn-to-result, imports mark, done mark, text, CPU seconds) of one fresh process; a
-    contender named `...@baseline` imports fsm_agent from the `--baseline` tree instead."""
+def _child_setup(name: str, baseline: Path | None) -> tuple[Path, dict[str, str]]:
+    """Where a child runs (its checkout: fsm_agent is imported from the working directory) and
+    its environment."""
     cwd = baseline if name.endswith("@baseline") and baseline is not None else ROOT
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "OTEL_"))}
     # An installed package has its bytecode compiled (pip does it): so do ours, once, in the
@@ -120,6 +120,32 @@ def run_child(
     # run compile fsm_agent's sources, while the SDKs' are compiled at install).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = _pycache()
+    return cwd, env
+
+
+def count_instructions(name: str, url: str, python: str, baseline: Path | None) -> float:
+    """Millions of instructions one fresh process of `name` executes, spawn to exit (callgrind,
+    the hash seed fixed): the same on a loaded host as on a quiet one, unlike its wall time."""
+    cwd, env = _child_setup(name, baseline)
+    env["PYTHONHASHSEED"] = "0"
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "callgrind.out"
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", python, "-c"]
+        done = subprocess.run(
+            [*command, child_source(name, url)], cwd=cwd, env=env, capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{name}: the child failed under valgrind: {done.stderr[-400:]}")
+        totals = [line for line in out.read_text().splitlines() if line.startswith("totals:")]
+    return int(totals[-1].split()[1]) / 1e6
+
+
+def run_child(
+    name: str, url: str, python: str, baseline: Path | None
+) -> tuple[float, float, float, str, float]:
+    """(spawn-to-result, imports mark, done mark, text, CPU seconds) of one fresh process; a
+    contender named `...@baseline` imports fsm_agent from the `--baseline` tree instead."""
+    cwd, env = _child_setup(name, baseline)
     start = time.perf_counter()
     proc = subprocess.Popen(
         [python, "-c", child_source(name, url)], stdout=subprocess.PIPE, text=True, env=env, cwd=cwd
@@ -164,7 +190,14 @@ def main() -> None:
         default=None,
         help="another checkout of fsm_agent (e.g. a worktree of main): its fsm_agent rows run beside",
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count each contender's instructions once under valgrind instead of timing runs",
+    )
     opts = parser.parse_args()
+    if opts.instructions and shutil.which("valgrind") is None:
+        raise SystemExit("--instructions counts with valgrind's callgrind, which is not installed")
     names = list(_CHILDREN) if not opts.only else opts.only
     if opts.baseline is not None:
         names += [f"{n}@baseline" for n in names if n.endswith("/fsm_agent") or n == "import Session"]
@@ -172,6 +205,10 @@ def main() -> None:
     try:
         for name in names:  # one warm-up each: the page cache and .pyc files, not measured
             run_child(name, url, opts.python, opts.baseline)
+        if opts.instructions:
+            counts = {name: count_instructions(name, url, opts.python, opts.baseline) for name in names}
+            print_instructions(counts)
+            return
         results: dict[str, list[tuple[float, float, float, str, float]]] = {n: [] for n in names}
         load0 = os.getloadavg()
         for _ in range(opts.runs):
@@ -223,6 +260,18 @@ def main() -> None:
             f"{api}: fsm_agent's added cost (per interleaved pair): spawn->result {ms(added)} ms;"
             f" first request alone {ms(req_added)} ms; process CPU {ms(cpu_added)} ms"
         )
+
+
+def print_instructions(counts: dict[str, float]) -> None:
+    """`--instructions`: each contender's count, and fsm_agent's over the bare SDK's."""
+    print("bench_cold --instructions: one fresh process per contender under callgrind")
+    for name, count in counts.items():
+        print(f"{name:28} {count:10.1f} M instructions")
+    for tag in ("", "@baseline"):
+        for api, versus in (("chat", ""), ("anthropic", ""), ("anthropic", "-raw")):
+            sdk, ours = counts.get(f"{api}/sdk{versus}"), counts.get(f"{api}/fsm_agent{tag}")
+            if sdk is not None and ours is not None:
+                print(f"{api}{versus}{tag}: fsm_agent's added instructions {ours - sdk:+.1f} M")
 
 
 if __name__ == "__main__":
