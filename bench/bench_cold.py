@@ -175,6 +175,14 @@ def start_emulator(python: str) -> tuple[subprocess.Popen[str], str]:
     return proc, url
 
 
+# (label, the bare SDK's contender, fsm_agent's) of each comparison printed
+_PAIRS = [
+    (f"{api}{tag}{versus}", f"{api}/sdk{versus}", f"{api}/fsm_agent{tag}")
+    for tag in ("", "@baseline")
+    for api, versus in (("chat", ""), ("anthropic", ""), ("anthropic", "-raw"))
+]
+
+
 def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:7.1f} [{min(values) * 1000:6.1f}..{max(values) * 1000:6.1f}]"
 
@@ -243,13 +251,7 @@ def main() -> None:
         reqs = [r[2] - r[1] for r in rows]
         cpus = [r[4] for r in rows]
         print(f"{name:20} {ms(walls):>26} {ms(imps):>26} {ms(reqs):>26} {ms(cpus):>26}")
-    pairs = [
-        (f"{api}{tag}{versus}", f"{api}/sdk{versus}", f"{api}/fsm_agent{tag}")
-        for tag in ("", "@baseline")
-        for api, versus in (("chat", ""), ("anthropic", ""), ("anthropic", "-raw"))
-        if api == "anthropic" or not versus
-    ]
-    for api, sdk_name, ours_name in pairs:
+    for api, sdk_name, ours_name in _PAIRS:
         sdk, ours = results.get(sdk_name), results.get(ours_name)
         if not sdk or not ours:
             continue
@@ -267,11 +269,10 @@ def print_instructions(counts: dict[str, float]) -> None:
     print("bench_cold --instructions: one fresh process per contender under callgrind")
     for name, count in counts.items():
         print(f"{name:28} {count:10.1f} M instructions")
-    for tag in ("", "@baseline"):
-        for api, versus in (("chat", ""), ("anthropic", ""), ("anthropic", "-raw")):
-            sdk, ours = counts.get(f"{api}/sdk{versus}"), counts.get(f"{api}/fsm_agent{tag}")
-            if sdk is not None and ours is not None:
-                print(f"{api}{versus}{tag}: fsm_agent's added instructions {ours - sdk:+.1f} M")
+    for label, sdk_name, ours_name in _PAIRS:
+        sdk, ours = counts.get(sdk_name), counts.get(ours_name)
+        if sdk is not None and ours is not None:
+            print(f"{label}: fsm_agent's added instructions {ours - sdk:+.1f} M")
 
 
 if __name__ == "__main__":
