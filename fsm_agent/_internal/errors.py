@@ -405,22 +405,30 @@ def _incomplete_native(exc: IncompleteStreamError, sdk: Any, base_url: str | Non
 
 
 def _request_of(exc: BaseException, base_url: str | None) -> Any:
-    """The request a transport error belongs to; one made up for `base_url` when it has none
-    (httpx raises on `.request` when no request was attached)."""
-    try:
-        request = exc.request  # type: ignore[attr-defined]
-    except Exception:
-        request = None
-    if request is not None:
-        return request
+    """The request a transport error belongs to (for one of ours, the request of the transport
+    error that caused it); else one made up for `base_url` with the error's HTTP library, or with
+    httpx2's or httpx's, whichever is loaded (httpx raises on `.request` when no request was
+    attached; openai 3.60 and later read the request's headers, so None will not do)."""
     import sys
 
-    library = sys.modules.get(type(exc).__module__.split(".", 1)[0].replace("core", "x"))
-    make = getattr(library, "Request", None)
-    try:
-        return make("POST", base_url or "http://localhost/") if make is not None else None
-    except Exception:
-        return None
+    error: BaseException | None = exc
+    while error is not None:
+        try:
+            request = error.request  # type: ignore[attr-defined]
+        except Exception:
+            request = None
+        if request is not None:
+            return request
+        error = error.__cause__
+    own = type(exc).__module__.split(".", 1)[0].replace("core", "x")
+    for name in (own, "httpx2", "httpx"):
+        make = getattr(sys.modules.get(name), "Request", None)
+        if make is not None:
+            try:
+                return make("POST", base_url or "http://localhost/")
+            except Exception:
+                continue
+    return None
 
 
 def classify(exc: BaseException) -> ErrorKind:

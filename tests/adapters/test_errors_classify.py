@@ -26,6 +26,7 @@ from fsm_agent._internal.errors import (
     StreamStalledError,
     ToolInputError,
     classify,
+    sdk_native,
 )
 
 T, P, F = ErrorKind.TRANSIENT, ErrorKind.PERMANENT, ErrorKind.FATAL
@@ -255,3 +256,27 @@ def test_classify_never_raises_on_odd_exceptions() -> None:
         response: ClassVar[dict[str, Any]] = {"ResponseMetadata": {"HTTPStatusCode": "x"}}
 
     assert classify(Weird("?")) is P
+
+
+@pytest.mark.parametrize("sdk", [openai, anthropic], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("cause", ["transport", "stall"])
+def test_rc5_incomplete_error_joins_the_sdk_connection_family(sdk: Any, cause: str) -> None:
+    """RC-5: `Recovery(final="raise")`'s error is also the SDK's `APIConnectionError`, whether a
+    transport error (which carries the real request) or one of ours (a stall: a request is made
+    up for the endpoint) lost the text; the request is always a real one (openai 3.60 reads its
+    headers)."""
+    request = httpx2.Request("POST", "http://host.test/v1/chat/completions")
+    if cause == "transport":
+        lost: BaseException = httpx2.RemoteProtocolError("peer closed connection", request=request)
+    else:
+        lost = StreamStalledError("no bytes for 30.0 s")
+    error = IncompleteStreamError("the answer was lost", partial="Hello", result=object())
+    error.__cause__ = lost
+    native = sdk_native(error, sdk, "http://host.test/v1")
+    assert isinstance(native, sdk.APIConnectionError) and isinstance(native, IncompleteStreamError)
+    assert native.partial == "Hello" and native.__cause__ is lost
+    assert (
+        native.request is request
+        if cause == "transport"
+        else str(native.request.url).startswith("http://host.test/v1")
+    )
