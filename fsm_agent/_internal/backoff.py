@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
 from typing import Any
+
+from .frozen import Frozen, as_dataclass, set_field
 
 __all__ = [
     "ALONE_WAIT",
@@ -45,8 +46,8 @@ SWITCH_WAIT = 60.0
 ALONE_WAIT = 120.0
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
+@as_dataclass
+class Backoff(Frozen):
     """How long to wait between attempts when the server gives no hint (BO-2).
 
     The n-th retry waits uniform(0, min(cap, base * 2**(n-1))) seconds ("full jitter");
@@ -60,15 +61,17 @@ class Backoff:
     cap: float = 8.0
     max_wait: float | None = None
 
-    def __post_init__(self) -> None:
-        for name in ("base", "cap", "max_wait"):
-            value = getattr(self, name)
+    def __init__(self, base: float = 0.5, cap: float = 8.0, max_wait: float | None = None) -> None:
+        for name, value in (("base", base), ("cap", cap), ("max_wait", max_wait)):
             if value is None and name == "max_wait":
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"Backoff.{name} must be a number, not {value!r}")
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"Backoff.{name} must be a finite number >= 0, not {value!r}")
+        set_field(self, "base", base)
+        set_field(self, "cap", cap)
+        set_field(self, "max_wait", max_wait)
 
     @property
     def switch_wait(self) -> float:

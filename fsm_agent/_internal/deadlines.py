@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 
-from .frozen import Frozen, set_field
+from .frozen import Frozen, as_dataclass, set_field
 from .timeouts import resolve_stale_timeout
 
 __all__ = [
@@ -42,8 +41,8 @@ DEFAULT_CONNECT: Final = 30.0
 DEFAULT_LIVENESS: Final = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class Timeouts:
+@as_dataclass
+class Timeouts(Frozen):
     """Deadlines of the watchdog's phases and of its liveness clock, in seconds (WD-5, WD-6).
 
     Every field left None takes its default: `connect` 30 s (never more than the progress
@@ -61,17 +60,25 @@ class Timeouts:
     tool_args: float | None = None
     liveness: float | None = None
 
-    def __post_init__(self) -> None:
-        for name in ("connect", "first_event", "thinking", "text", "tool_args", "liveness"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"Timeouts.{name} must be a number of seconds, got {value!r}")
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(
-                    f"Timeouts.{name} must be a positive, finite number of seconds, got {value!r}"
-                )
+    def __init__(
+        self,
+        connect: float | None = None,
+        first_event: float | None = None,
+        thinking: float | None = None,
+        text: float | None = None,
+        tool_args: float | None = None,
+        liveness: float | None = None,
+    ) -> None:
+        values = (connect, first_event, thinking, text, tool_args, liveness)
+        for name, value in zip(self.__match_args__, values, strict=True):
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise TypeError(f"Timeouts.{name} must be a number of seconds, got {value!r}")
+                if not math.isfinite(value) or value <= 0:
+                    raise ValueError(
+                        f"Timeouts.{name} must be a positive, finite number of seconds, got {value!r}"
+                    )
+            set_field(self, name, value)
 
     def as_dict(self) -> dict[str, float]:
         """The fields that are set."""

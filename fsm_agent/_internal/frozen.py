@@ -8,23 +8,32 @@ equality between instances of the same class field by field, a hash of the field
 `dataclasses.FrozenInstanceError`, and copying and pickling by the fields. Type checkers read a
 subclass as a frozen dataclass (`dataclass_transform`), so assigning a field is a type error too.
 
-Why not `@dataclass`: defining such a class costs about 0.4 ms at import (six generated methods
-compiled with `exec`, the class built twice for its slots, `inspect.signature` for a missing
-docstring), and `from fsm_agent import Session` defines some thirty of them; a `Frozen` subclass
-costs what any small class costs. Constructing one costs the same as the dataclass it replaces
-(the same `object.__setattr__` per field).
+Why not `@dataclass`: defining such a class costs about 0.4-0.9 ms at import (six generated
+methods compiled with `exec`, the class built twice for its slots, `inspect.signature` for a
+missing docstring), and `from fsm_agent import Session` defines some thirty of them; a `Frozen`
+subclass costs what any small class costs. Constructing one costs the same as the dataclass it
+replaces (the same `object.__setattr__` per field).
+
+The public value classes (`Backoff`, `Timeouts`, `Recovery`, `Route`, `TransitionRecord`) are
+dataclasses by contract (`dataclasses.fields`, `replace` and `asdict` work on them): they are
+`Frozen` subclasses declaring their fields with their defaults, as a dataclass does, and
+`as_dataclass` registers those fields without generating any code (~0.1 ms instead of ~0.7 ms a
+class). `tests/machine/test_frozen_values.py` checks that each one's `__init__` takes exactly
+its fields, in order, with their defaults.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, dataclass
 from operator import attrgetter
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from typing import Any, ClassVar, TypeVar, dataclass_transform, overload
 
-__all__ = ["Frozen", "replace"]
+__all__ = ["Frozen", "Record", "as_dataclass", "replace"]
 
 _F = TypeVar("_F", bound="Frozen")
+_V = TypeVar("_V", bound="_Fields")
 
 set_field = object.__setattr__  # what a subclass's __init__ sets its fields with
 
@@ -39,9 +48,9 @@ def _getter(fields: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return lambda obj: ()
 
 
-@dataclass_transform(frozen_default=True)
-class Frozen:
-    """Immutable, slotted, compared and hashed by its fields (see the module's docstring)."""
+class _Fields:
+    """What `Frozen` and `Record` share: the fields are the class's own annotations, in order
+    (`__match_args__`), and two instances of the same class are equal when their fields are."""
 
     __slots__ = ()
     __match_args__: ClassVar[tuple[str, ...]] = ()
@@ -55,16 +64,32 @@ class Frozen:
         cls.__match_args__ = fields  # type: ignore[misc]  # the base declares it read-only
         cls._values = staticmethod(_getter(fields))  # called as `self._values(self)`
 
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return bool(self._values(self) == self._values(other))
+        return NotImplemented
+
+
+class Record(_Fields):
+    """The mutable counterpart of `Frozen` (`ToolCall`, `Choice`, `StreamResult`): equal by class
+    and fields and unhashable, as a mutable dataclass; each subclass writes its `__init__` and its
+    `__repr__`."""
+
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]  # equal by mutable fields
+
+
+@dataclass_transform(frozen_default=True)
+class Frozen(_Fields):
+    """Immutable, slotted, compared and hashed by its fields (see the module's docstring)."""
+
+    __slots__ = ()
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return bool(self._values(self) == self._values(other))
-        return NotImplemented
 
     def __hash__(self) -> int:
         return hash(self._values(self))
@@ -83,3 +108,37 @@ def replace(obj: _F, **changes: Any) -> _F:
     every field by its name)."""
     values = dict(zip(obj.__match_args__, obj._values(obj), strict=True))
     return type(obj)(**{**values, **changes})
+
+
+@overload
+def as_dataclass(cls: type[_V], /) -> type[_V]: ...
+@overload
+def as_dataclass(*, slots: bool) -> Callable[[type[_V]], type[_V]]: ...
+def as_dataclass(cls: type[_V] | None = None, /, *, slots: bool = True) -> Any:
+    """`cls`, a `Frozen` or `Record` subclass with its own `__init__` (and no `__slots__` of its
+    own), made a dataclass of the fields it declares, their defaults included, with no generated
+    code: its `__init__` is its own, and equality, hash, repr and immutability are its base's.
+    Slotted unless `slots=False` (a class with descriptor fields keeps a `__dict__`). A `Frozen`
+    one reads as a frozen dataclass (`__dataclass_params__`), so that a frozen dataclass may
+    inherit from it, as from the frozen dataclass it was.
+
+    A field with a `default_factory` is given to `__init__` as None for "a new one"."""
+
+    def register(cls: type[_V]) -> type[_V]:
+        made = dataclass(init=False, repr=False, eq=False, slots=slots)(cls)
+        if issubclass(made, Frozen):
+            # The parameters of a frozen dataclass that generated nothing but what frozen needs
+            # (made once: generating `__setattr__` and `__delattr__` for each class costs ~0.3 ms)
+            made.__dataclass_params__ = _frozen_params()  # type: ignore[attr-defined]
+        return made
+
+    return register if cls is None else register(cls)
+
+
+@functools.cache
+def _frozen_params() -> Any:
+    @dataclass(init=False, repr=False, eq=False, frozen=True)
+    class FrozenParams:
+        """(A docstring, or `dataclass` would build one with `inspect.signature`.)"""
+
+    return FrozenParams.__dataclass_params__  # type: ignore[attr-defined]

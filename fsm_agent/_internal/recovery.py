@@ -8,15 +8,15 @@ or `IncompleteStreamError`). The steps themselves are rows of the machine's tabl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .frozen import Frozen, as_dataclass, set_field
 
 __all__ = ["FINALS", "RESTART_MARKER", "Recovery"]
 
 FINALS = ("stub", "raise")
 
 
-@dataclass(frozen=True, slots=True)
-class Recovery:
+@as_dataclass
+class Recovery(Frozen):
     """What an attempt lost after visible text becomes (RC-1). Tried in order: resume, continue,
     restart, then `final`.
 
@@ -49,12 +49,18 @@ class Recovery:
     restart: bool = False
     final: str = "stub"
 
-    def __post_init__(self) -> None:
-        for name in ("resume", "continue_", "restart"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"Recovery({name}=...) must be a bool, not {getattr(self, name)!r}")
-        if self.final not in FINALS:
-            raise ValueError(f"Recovery(final=...) must be 'stub' or 'raise', not {self.final!r}")
+    def __init__(
+        self, resume: bool = False, continue_: bool = False, restart: bool = False, final: str = "stub"
+    ) -> None:
+        for name, value in (("resume", resume), ("continue_", continue_), ("restart", restart)):
+            if not isinstance(value, bool):
+                raise TypeError(f"Recovery({name}=...) must be a bool, not {value!r}")
+        if final not in FINALS:
+            raise ValueError(f"Recovery(final=...) must be 'stub' or 'raise', not {final!r}")
+        set_field(self, "resume", resume)
+        set_field(self, "continue_", continue_)
+        set_field(self, "restart", restart)
+        set_field(self, "final", final)
 
 
 # RC-4: the line on_text gets before a whole new answer when the caller gave no on_reset.

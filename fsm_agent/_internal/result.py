@@ -6,11 +6,11 @@ One type for every provider. Pure data: never performs I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import SimpleNamespace
 from typing import Any
 
-from .frozen import Frozen, set_field
+from .frozen import Frozen, Record, as_dataclass, set_field
 from .reprs import brief_text, fields_repr
 from .trace.records import TransitionRecord
 
@@ -72,8 +72,8 @@ class _DeferredField:
         result.__dict__[self._key] = value
 
 
-@dataclass(slots=True, repr=False)
-class ToolCall:
+@as_dataclass
+class ToolCall(Record):
     """One tool call the model asked for, as it was accumulated (ACC-3, ACC-4).
 
     Attributes:
@@ -96,6 +96,22 @@ class ToolCall:
     extra: dict[str, Any] | None = None
     type: str = "function"
     incomplete: bool = False
+
+    def __init__(
+        self,
+        id: str,
+        name: str,
+        arguments: str,
+        extra: dict[str, Any] | None = None,
+        type: str = "function",
+        incomplete: bool = False,
+    ) -> None:
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+        self.extra = extra
+        self.type = type
+        self.incomplete = incomplete
 
     def __repr__(self) -> str:
         return fields_repr(
@@ -142,8 +158,8 @@ class Usage(Frozen):
         set_field(self, "estimated", estimated)
 
 
-@dataclass(slots=True, repr=False)
-class Choice:
+@as_dataclass
+class Choice(Record):
     """A choice other than the first of a request that asked for several (`n>1`)."""
 
     index: int
@@ -152,6 +168,22 @@ class Choice:
     refusal: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
+
+    def __init__(
+        self,
+        index: int,
+        content: str | None = None,
+        reasoning: str | None = None,
+        refusal: str | None = None,
+        tool_calls: list[ToolCall] | None = None,
+        finish_reason: str | None = None,
+    ) -> None:
+        self.index = index
+        self.content = content
+        self.reasoning = reasoning
+        self.refusal = refusal
+        self.tool_calls = [] if tool_calls is None else tool_calls
+        self.finish_reason = finish_reason
 
     def __repr__(self) -> str:
         return fields_repr(
@@ -165,8 +197,8 @@ class Choice:
         )
 
 
-@dataclass(repr=False)  # no slots: `raw` is a descriptor (built on first read)
-class StreamResult:
+@as_dataclass(slots=False)  # no slots: `raw` and `cost` are descriptors (built on first read)
+class StreamResult(Record):
     """The answer of one request, one type for every provider (see docs/behaviour.md, section 1).
 
     Attributes:
@@ -236,6 +268,54 @@ class StreamResult:
     stub_reason: str | None = None  # RC-6
     attempt_usage: list[Usage] = field(default_factory=list)  # RC-10
     cost: Any = _DeferredField()  # COST-1: a `cost.RequestCost`, made on first read
+
+    def __init__(
+        self,
+        content: str | None = None,
+        reasoning: str | None = None,
+        refusal: str | None = None,
+        tool_calls: list[ToolCall] | None = None,
+        finish_reason: str | None = None,
+        usage: Usage | None = None,
+        model: str | None = None,
+        id: str | None = None,
+        stub: bool = False,
+        dropped_tool_names: list[str] | None = None,
+        attempts: int = 0,
+        streamed: bool = True,
+        provider_data: dict[str, Any] | None = None,
+        raw: Any = None,
+        records: list[TransitionRecord] | None = None,
+        extra_choices: list[Choice] | None = None,
+        route: str | None = None,
+        error: dict[str, Any] | None = None,
+        incomplete: bool = False,
+        stub_reason: str | None = None,
+        attempt_usage: list[Usage] | None = None,
+        cost: Any = None,
+    ) -> None:
+        self.content = content
+        self.reasoning = reasoning
+        self.refusal = refusal
+        self.tool_calls = [] if tool_calls is None else tool_calls
+        self.finish_reason = finish_reason
+        self.usage = usage
+        self.model = model
+        self.id = id
+        self.stub = stub
+        self.dropped_tool_names = [] if dropped_tool_names is None else dropped_tool_names
+        self.attempts = attempts
+        self.streamed = streamed
+        self.provider_data = {} if provider_data is None else provider_data
+        self.raw = raw
+        self.records = [] if records is None else records
+        self.extra_choices = [] if extra_choices is None else extra_choices
+        self.route = route
+        self.error = error
+        self.incomplete = incomplete
+        self.stub_reason = stub_reason
+        self.attempt_usage = [] if attempt_usage is None else attempt_usage
+        self.cost = cost
 
     def __repr__(self) -> str:
         usage = self.usage

@@ -11,7 +11,6 @@ caller chose must be distinct. When a route is left for the next one is the mach
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,6 +18,7 @@ from .deadlines import PhaseDeadlines
 from .drivers.clients import check_client, is_async_client
 from .drivers.source import ClientSource
 from .endpoint import EndpointLink
+from .frozen import Frozen, as_dataclass, set_field
 from .providers import adapter_for, infer_api
 from .providers.base import ProviderAdapter
 from .redact import redact, redact_headers, remember_client_secrets
@@ -26,8 +26,8 @@ from .redact import redact, redact_headers, remember_client_secrets
 __all__ = ["PreparedRoute", "Route", "is_route_list", "prepare_routes"]
 
 
-@dataclass(frozen=True, slots=True, repr=False)
-class Route:
+@as_dataclass
+class Route(Frozen):
     """One way to serve a request: an SDK client (or a zero-argument factory), the request's
     keyword arguments for that SDK, its API (inferred when None) and a name for records, the
     result and the live view (default "<api>:<model>"). `retries` caps this route's retries below
@@ -39,6 +39,20 @@ class Route:
     api: str | None = None
     name: str | None = None
     retries: int | None = None
+
+    def __init__(
+        self,
+        client_or_factory: Any,
+        params: dict[str, Any],
+        api: str | None = None,
+        name: str | None = None,
+        retries: int | None = None,
+    ) -> None:
+        set_field(self, "client_or_factory", client_or_factory)
+        set_field(self, "params", params)
+        set_field(self, "api", api)
+        set_field(self, "name", name)
+        set_field(self, "retries", retries)
 
     def __repr__(self) -> str:
         """SEC-9: the params with secret headers (`extra_headers` Authorization…) redacted."""

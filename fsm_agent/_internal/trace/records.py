@@ -5,16 +5,18 @@ Pure data; never performs I/O.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
+
+from ..frozen import Frozen, as_dataclass, set_field
 
 __all__ = ["SCHEMA_VERSION", "TransitionRecord"]
 
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True, repr=False)
-class TransitionRecord:
+@as_dataclass
+class TransitionRecord(Frozen):
     """One state change of one request (FSM-5): what a log line and a trace line hold.
 
     Attributes:
@@ -51,6 +53,40 @@ class TransitionRecord:
     route: str | None = None  # RT-1: the name of the route the request was on
     effects: tuple[str, ...] = ()
     schema: int = SCHEMA_VERSION
+
+    def __init__(
+        self,
+        request_id: str,
+        attempt: int,
+        seq: int,
+        t: float,
+        trigger: str,
+        source: str,
+        dest: str,
+        guards: dict[str, bool],
+        visible_chars: int,
+        tools_in_flight: int,
+        cause: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        route: str | None = None,
+        effects: tuple[str, ...] = (),
+        schema: int = SCHEMA_VERSION,
+    ) -> None:
+        set_field(self, "request_id", request_id)
+        set_field(self, "attempt", attempt)
+        set_field(self, "seq", seq)
+        set_field(self, "t", t)
+        set_field(self, "trigger", trigger)
+        set_field(self, "source", source)
+        set_field(self, "dest", dest)
+        set_field(self, "guards", guards)
+        set_field(self, "visible_chars", visible_chars)
+        set_field(self, "tools_in_flight", tools_in_flight)
+        set_field(self, "cause", {} if cause is None else cause)
+        set_field(self, "inputs", {} if inputs is None else inputs)
+        set_field(self, "route", route)
+        set_field(self, "effects", effects)
+        set_field(self, "schema", schema)
 
     def __repr__(self) -> str:
         return (
