@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
 from typing import Any
 
 from .frozen import Frozen, replace, set_field
@@ -162,6 +161,8 @@ def _instant(raw: Any, now: float) -> float | None:
     text = str(raw).strip()
     if len(text) > 40:
         return None
+    from datetime import datetime  # only Anthropic's resets are instants: not at import
+
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -21,7 +21,6 @@ translating facts; the machine decides.
 from __future__ import annotations
 
 import functools
-import hashlib
 import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -161,6 +160,8 @@ def key_fingerprint(client: Any) -> str:
 @functools.lru_cache(maxsize=64)
 def _fingerprint(key: str) -> str:
     # A pure function of the key, asked once per request of every route: hashed once per key.
+    import hashlib  # here, not at import: it loads OpenSSL (~3 ms), which a request may not need
+
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 

@@ -16,9 +16,12 @@ True: the seam a test sets).
 from __future__ import annotations
 
 import contextlib
-import socket
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["shutdown_now"]
 
@@ -43,6 +46,8 @@ def _load() -> Callable[[int, int], int] | None:
 
 def shutdown_now(sock: socket.socket) -> None:
     """Shut `sock` down both ways, waking whoever blocks on it; errors (already closed) are ignored."""
+    import socket  # loaded by whoever made `sock` (not at our import: a process may never abort one)
+
     global _c_shutdown, _loaded
     if not _loaded:
         _c_shutdown, _loaded = _load(), True

@@ -34,16 +34,18 @@ import heapq
 import itertools
 import logging
 import os
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..sockets import shutdown_now
 from .activity_clock import ActivityClock
+
+if TYPE_CHECKING:
+    import socket
 
 log = logging.getLogger("fsm_agent")
 
@@ -55,12 +57,12 @@ _HELD_RECHECK = 0.05
 _MAX_FRAMES = 256
 
 
-def _socket_in(value: object) -> socket.socket | None:
-    if isinstance(value, socket.socket):
+def _socket_in(value: object, kind: type[socket.socket]) -> socket.socket | None:
+    if isinstance(value, kind):
         return value
     fields = getattr(value, "__dict__", None)  # instance fields only: no __getattr__ side effects
     held = fields.get("_sock") if isinstance(fields, dict) else None
-    return held if isinstance(held, socket.socket) else None
+    return held if isinstance(held, kind) else None
 
 
 # Where the socket a request blocks on lives, by the top-level name of a frame's module: the HTTP
@@ -107,11 +109,13 @@ def abort_blocked_read(thread_id: int, boundary: FrameType) -> None:
             return  # the thread has left the driver's call: nothing of ours to abort
         inner.append(frame)
         frame = frame.f_back
+    import socket  # loaded by the HTTP library the thread blocks in (not at our import)
+
     for frame in inner:
         if not _is_transport_code(frame):
             continue  # only the HTTP stack's own frames: never a socket of the application's
         for value in list(frame.f_locals.values()):
-            sock = _socket_in(value)
+            sock = _socket_in(value, socket.socket)
             if sock is not None:
                 shutdown_now(sock)
                 return

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import socket
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..actions import OpenAttempt
 from ..sockets import shutdown_now
 from ..wire.pipeline import DEFAULT_MAX_BYTES, Translator, aread_json_body, read_json_body
 from ..wire.shapes import guarded, malformed
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = [
     "AsyncAttempt",
@@ -76,6 +78,8 @@ def socket_of(http_response: Any) -> socket.socket | None:
     stream = extensions.get("network_stream")
     get_extra = getattr(stream, "get_extra_info", None)
     sock = get_extra("socket") if get_extra is not None else None
+    import socket  # at the first response: `from fsm_agent import Session` does not need it
+
     return sock if isinstance(sock, socket.socket) else None
 
 
