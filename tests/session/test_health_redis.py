@@ -141,6 +141,12 @@ def test_redis_applies_changes_as_apply_does(
         # A store may forget a value whose times have all passed (`expires_at`): what is still in
         # force must agree.
         assert in_force(written, now) == in_force(kept, now) == in_force(expected, now)
+        # Redis forgets such a value as it writes it; the model forgets it too, or what the value
+        # carried past its times (the owner of a probe that ended) would reach the next change on
+        # one side only.
+        written_at = time.time()
+        if (expires := expected.expires_at(written_at)) is not None and expires <= written_at:
+            expected, memory = EndpointHealth(), MemoryHealth()
     assert in_force(second.get(key), now) == in_force(expected, now)
     assert store.shared and second.shared
 
