@@ -15,7 +15,6 @@ Never performs I/O, never reads a clock, never sleeps.
 from __future__ import annotations
 
 import math
-import random
 from typing import Any
 
 from .frozen import Frozen, as_dataclass, set_field
@@ -108,6 +107,8 @@ def backoff_draw(seed: int, retry: int) -> float:
     A function of the two numbers only (not of how many draws came before), so a what-if that
     skips or adds retries still draws the same value for the same retry.
     """
+    import random  # at the first retry: most requests never draw
+
     return random.Random(seed * 1_000_003 + retry).random()
 
 

@@ -145,11 +145,13 @@ print(json.dumps({
 # What `from fsm_agent import Session` must leave for later: the SDKs and OpenTelemetry, every
 # provider's adapter (imported by the first request of its API), what only a trace, the CLI,
 # the testing kit, wrap() or the iterators use, and the standard library's modules that only a
-# response, a key's fingerprint, an abort or an Anthropic reset use (the SDKs load them anyway).
+# response, a key's fingerprint, an abort, an Anthropic reset or a retry's jitter use (the SDKs
+# load them anyway).
 _NOT_AT_IMPORT = (
     "socket",
     "hashlib",
     "datetime",
+    "random",
     "openai",
     "anthropic",
     "botocore",
