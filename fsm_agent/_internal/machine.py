@@ -32,12 +32,13 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
-
-from transitions import Machine, MachineError
+from typing import TYPE_CHECKING, Any
 
 from .effects import EFFECTS
 from .guards import GUARDS
+
+if TYPE_CHECKING:
+    from transitions import Machine
 
 __all__ = [
     "IGNORED",
@@ -546,12 +547,15 @@ def ignored_in(trigger: str) -> frozenset[State]:
 # Models are never attached to the machine (`add_model` would bind a dozen partials to each,
 # making cycles): nothing is registered per request, so nothing is left to release on any exit
 # path. The machine keeps no per-model state and is not queued, so concurrent requests share it.
+# `transitions` itself is imported with the first build (by the first request), not by
+# `from fsm_agent import Session`.
 
 MACHINE_NAME = "fsm_agent"
 INITIAL = State.IDLE
 
 _engine: Machine | None = None
 _engine_lock = threading.Lock()
+_no_row: type[Exception] = Exception  # transitions' MachineError, once the engine is built
 
 
 class _OwnRoutineLines(logging.Filter):
@@ -618,9 +622,12 @@ def engine() -> Machine:
 
 
 def _build_engine() -> Machine:
-    global _engine
+    global _engine, _no_row
     with _engine_lock:
         if _engine is None:
+            from transitions import Machine, MachineError
+
+            _no_row = MachineError
             # Installed when the machine is built, never at import: a module does not touch
             # another library's logger just by being imported.
             # (The engine logs through its module's logger; a parent's filters never see it.)
@@ -645,11 +652,11 @@ def fire(model: Any, trigger: str) -> bool:
     True when a row moved the model (its effects have run); False when no row of `trigger` starts
     from the model's state or none of them applies, or the table has no such trigger (FSM-2).
     """
-    event = engine().events.get(trigger)
+    event = engine().events.get(trigger)  # (the build sets `_no_row`)
     if event is None:
         return False
     try:
         moved: bool = event.trigger(model, model)
-    except MachineError:  # no row of the trigger starts from the model's state
+    except _no_row:  # no row of the trigger starts from the model's state (MachineError)
         return False
     return moved

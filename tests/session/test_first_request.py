@@ -110,14 +110,17 @@ print(json.dumps({"content": content, "loaded": sorted(set(sys.modules) - before
 def test_the_first_request_loads_no_module_the_bare_sdks_does_not_but_its_adapter(api: str) -> None:
     """Side by side in fresh interpreters, the same first request made with the bare SDK and
     through a Session: what the Session's request imports beyond the SDK's is its provider's own
-    adapter modules, nothing else (no SDK resource the request does not use, no OpenTelemetry
-    API an SDK did not import itself, no telemetry of ours with no provider set)."""
+    adapter modules and the engine's library (`transitions`, and `six`, which it imports),
+    nothing else (no SDK resource the request does not use, no OpenTelemetry API an SDK did not
+    import itself, no telemetry of ours with no provider set)."""
     bare = run(SIDE_BY_SIDE_SCRIPT, api, "sdk")
     ours = run(SIDE_BY_SIDE_SCRIPT, api, "fsm_agent")
     assert bare["content"] == ours["content"] == "Hello there."
     extra = sorted(set(ours["loaded"]) - set(bare["loaded"]))  # type: ignore[call-overload]
     adapters = [name for name in extra if name.startswith("fsm_agent._internal.providers.")]
-    assert extra == adapters and adapters, extra
+    engine = [name for name in extra if name.split(".")[0] in ("transitions", "six")]
+    assert "transitions.core" in engine and adapters, extra
+    assert extra == sorted(adapters + engine), extra
 
 
 IMPORT_SCRIPT = r"""
@@ -143,7 +146,8 @@ print(json.dumps({
 """
 
 # What `from fsm_agent import Session` must leave for later: the SDKs and OpenTelemetry, every
-# provider's adapter (imported by the first request of its API), what only a trace, the CLI,
+# provider's adapter (imported by the first request of its API), `transitions` (the engine is
+# built by the first request), what only a trace, the CLI,
 # the testing kit, wrap() or the iterators use, and the standard library's modules that only a
 # response, a key's fingerprint, an abort, an Anthropic reset or a retry's jitter use (the SDKs
 # load them anyway).
@@ -152,6 +156,7 @@ _NOT_AT_IMPORT = (
     "hashlib",
     "datetime",
     "random",
+    "transitions",
     "openai",
     "anthropic",
     "botocore",
