@@ -147,6 +147,42 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path: Path) ->
             assert b"Traceback" not in err, (args, delay, err.decode())
 
 
+_SWALLOWED_CTRL_C = r"""
+import weakref
+from fsm_agent._internal.cli import __main__ as cli
+
+
+def start_up():
+    # Ctrl-C arriving while a callback runs (as the import system's module-lock callback does):
+    # Python cannot raise its KeyboardInterrupt there and would go on
+    class Value:
+        pass
+
+    def callback(ref):
+        raise KeyboardInterrupt
+
+    value = Value()
+    ref = weakref.ref(value, callback)
+    del value
+    print("went on")
+    return 0
+
+
+cli.main = start_up
+cli.console()
+"""
+
+
+def test_a_ctrl_c_python_cannot_raise_still_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    """The deterministic form of the race above: the KeyboardInterrupt of a SIGINT that lands in a
+    callback is "ignored" by Python (printed with a traceback, and the command went on to exit
+    0); the command's unraisable hook ends it with 130 instead."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SWALLOWED_CTRL_C], capture_output=True, env=env(tmp_path), timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, b"", b"")
+
+
 def test_cli_traces_go_to_the_per_user_state_directory_latest_100_kept(tmp_path: Path) -> None:
     from fsm_agent._internal.cli import trace_dir
 

@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .args import USAGE_ERROR, OneLineParser, OutputError, UsageError, os_error_text
 from .encoding import degrade_unencodable
@@ -123,6 +123,7 @@ def console() -> None:
     interrupted) exits 130 with no traceback; a closed stdout pipe exits 141 with nothing on stderr.
     """
     degrade_unencodable(sys.stdout, sys.stderr)  # a non-UTF-8 terminal gets ASCII, not a traceback
+    sys.unraisablehook = _unraisable
     try:
         # From here on Ctrl-C is a KeyboardInterrupt again (python -m fsm_agent ended the process
         # outright until now); the runner turns the first one into a clean interrupt of the request.
@@ -144,6 +145,15 @@ def console() -> None:
     if status in (INTERRUPTED, BROKEN_PIPE):
         _quiet_exit(status)
     raise SystemExit(status)
+
+
+def _unraisable(unraisable: Any) -> None:
+    """A Ctrl-C that Python could not raise still ends the command with 130: the KeyboardInterrupt
+    of a SIGINT that arrives while a callback runs (the import system's module-lock callback, a
+    `__del__`) is "ignored" (printed with its traceback, and the command would go on)."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _quiet_exit(INTERRUPTED)
+    sys.__unraisablehook__(unraisable)
 
 
 def _quiet_exit(status: int) -> NoReturn:
