@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from . import actions as act
 from .accumulator import Accumulator
 from .backoff import wait_before
+from .context import RequestContext
 from .cost import AttemptTally
 from .effects import RECONNECT_MARKER, dropped_tool_warning, error_summary, switch_marker
 from .errors import (
@@ -55,7 +56,6 @@ from .events import (
     UsageReport,
     WaitOver,
 )
-from .guards import RequestContext
 from .machine import INITIAL, TRIGGERS, State, fire, ignored_in
 from .recovery import seam_overlap
 from .result import StreamResult, Usage

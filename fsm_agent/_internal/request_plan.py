@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .capacity import CapacityKey
+from .context import RequestContext
 from .cost import Pricer, estimate_prompt_tokens, ledger, requested_output_tokens
 from .drivers.callbacks import Callbacks
 from .drivers.source import ClientSource
@@ -26,7 +27,6 @@ from .endpoint import (
     key_fingerprint,
 )
 from .events import RouteLoaded
-from .guards import RequestContext
 from .logs import log_record
 from .observe import both
 from .prefill import accepts_prefill

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fsm_agent
+from fsm_agent._internal.context import RequestContext
 from fsm_agent._internal.events import FinishReason, Start, StreamEnd, ToolCallDelta
-from fsm_agent._internal.guards import RequestContext
 from fsm_agent._internal.providers.openai_chat import ChatTranslator
 from fsm_agent._internal.request import RequestMachine
 from fsm_agent._internal.wire.pipeline import WirePipeline

@@ -142,7 +142,7 @@ def test_the_table_decides_through_the_shared_machine(
 def test_a_records_inputs_are_a_plain_dict_in_their_order_and_small() -> None:
     """The 23 inputs of every record are a plain dict (JSON, equality, mutation as before), in the
     documented order, sharing their key table with every other record's (a third of the size)."""
-    from fsm_agent._internal.guards import RequestContext
+    from fsm_agent._internal.context import RequestContext
 
     ctx = RequestContext(route_names=("a", "b"))
     ctx.attempt, ctx.visible_chars = 2, 7

@@ -15,10 +15,10 @@ import pytest
 import fsm_agent
 from fsm_agent._internal import actions as act
 from fsm_agent._internal.backoff import Backoff, backoff_draw, retry_hint, should_retry_header, wait_before
+from fsm_agent._internal.context import RequestContext
 from fsm_agent._internal.endpoint import EndpointLink, HealthSettings, base_url_of, endpoint_key
 from fsm_agent._internal.errors import ErrorKind, ProviderStreamError, classify
 from fsm_agent._internal.events import AttemptClosed, AttemptFailed, Interrupt, Start, WaitOver
-from fsm_agent._internal.guards import RequestContext
 from fsm_agent._internal.health import EndpointKey, HealthChange, MemoryHealth
 from fsm_agent._internal.request import RequestMachine
 

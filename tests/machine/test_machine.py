@@ -9,6 +9,7 @@ import pytest
 import structlog
 
 from fsm_agent._internal import actions as act
+from fsm_agent._internal.context import RequestContext
 from fsm_agent._internal.errors import (
     EmptyStreamError,
     ErrorKind,
@@ -39,7 +40,7 @@ from fsm_agent._internal.events import (
     ToolCallEnd,
     WaitOver,
 )
-from fsm_agent._internal.guards import GUARDS, RequestContext
+from fsm_agent._internal.guards import GUARDS
 from fsm_agent._internal.machine import LIVE, NON_TERMINAL, TABLE, TERMINAL, State
 from fsm_agent._internal.request import RECONNECT_MARKER, RequestMachine
 from fsm_agent._internal.trace.records import TransitionRecord

@@ -15,6 +15,7 @@ import fsm_agent
 from fsm_agent._internal import actions as act
 from fsm_agent._internal import diagram
 from fsm_agent._internal import machine as machine_module
+from fsm_agent._internal.context import RequestContext
 from fsm_agent._internal.effects import EFFECTS
 from fsm_agent._internal.errors import ErrorKind, MachineError
 from fsm_agent._internal.events import (
@@ -29,7 +30,7 @@ from fsm_agent._internal.events import (
     TextDelta,
     ToolCallDelta,
 )
-from fsm_agent._internal.guards import GUARDS, RequestContext
+from fsm_agent._internal.guards import GUARDS
 from fsm_agent._internal.machine import IGNORED, INVALID, TABLE, TRIGGERS, State, engine
 from fsm_agent._internal.request import RequestMachine
 from fsm_agent._internal.trace.reader import read_trace

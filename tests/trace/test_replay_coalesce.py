@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import fsm_agent
 import fsm_agent._internal.trace.replay as replay_module
+from fsm_agent._internal.context import RequestContext
 from fsm_agent._internal.errors import MachineError
 from fsm_agent._internal.events import (
     AttemptClosed,
@@ -32,7 +33,6 @@ from fsm_agent._internal.events import (
     StreamEnd,
     TextDelta,
 )
-from fsm_agent._internal.guards import RequestContext
 from fsm_agent._internal.request import RequestMachine
 from fsm_agent._internal.trace.codec import encode_event
 from fsm_agent._internal.trace.reader import DeltaRun, RequestTrace, read_trace

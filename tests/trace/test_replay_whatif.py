@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 import fsm_agent
+from fsm_agent._internal.context import RequestContext
 from fsm_agent._internal.events import (
     AttemptClosed,
     AttemptFailed,
@@ -25,7 +26,6 @@ from fsm_agent._internal.events import (
     StreamEnd,
     TextDelta,
 )
-from fsm_agent._internal.guards import RequestContext
 from fsm_agent._internal.request import RequestMachine
 from fsm_agent._internal.trace.sinks import EventRecorder, MemorySink, write_request_header
 

@@ -22,6 +22,7 @@ import pytest
 from helpers import INSTANT
 
 import fsm_agent
+from fsm_agent._internal.context import RequestContext
 from fsm_agent._internal.errors import ErrorKind, TraceFormatError
 from fsm_agent._internal.events import (
     AttemptFailed,
@@ -32,7 +33,6 @@ from fsm_agent._internal.events import (
     ToolCallDelta,
     UsageReport,
 )
-from fsm_agent._internal.guards import RequestContext
 from fsm_agent._internal.request import RequestMachine
 from fsm_agent._internal.result import Usage
 from fsm_agent._internal.trace.codec import RecordedError, RecordedResponse, decode_event, encode_event

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fsm_agent._internal.context import RequestContext
 from fsm_agent._internal.events import (
     FinishReason,
     ReasoningDelta,
@@ -23,7 +24,6 @@ from fsm_agent._internal.events import (
     TextDelta,
     ToolCallDelta,
 )
-from fsm_agent._internal.guards import RequestContext
 from fsm_agent._internal.providers import adapter_for
 from fsm_agent._internal.request import RequestMachine
 from fsm_agent._internal.trace.sinks import EventRecorder, MemorySink, write_request_header

@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import actions as act
 from ..backoff import wait_before
+from ..context import RequestContext
 from ..cost import Pricer, RequestCost, cost_from_dict, ledger, resolve_prices
 from ..deadlines import Timeouts, resolve_deadlines
 from ..drivers.interpreter import ActionLoop, Decided
@@ -41,7 +42,6 @@ from ..events import (
     ToolCallEnd,
     WaitOver,
 )
-from ..guards import RequestContext
 from ..request import RequestMachine
 from ..result import StreamResult
 from .codec import RecordedResponse, error_for
