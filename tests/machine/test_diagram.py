@@ -145,7 +145,8 @@ def test_overlay_counts_the_edges_a_trace_took(tmp_path: Path) -> None:
     text = (tmp_path / "tool-call-recovered.overlay.mmd").read_text()
     counted = dict(re.findall(r"^\s+(\w+ --> \w+ : .*?) \(x(\d+)\)$", text, re.MULTILINE))
     assert counted == {
-        "idle --> connecting : start": "1",
+        "idle --> connecting : start [!breaker_tripped, !cooldown_too_long, !capacity_too_long, "
+        "!capacity_short, !cooling_down, !plain_request, !streaming_disabled]": "1",
         "connecting --> streaming_text : text": "2",
         "streaming_text --> streaming_tool : tool_start": "2",
         "streaming_tool --> retrying : error [is_transient, budget_left, has_visible_text, tool_in_flight, "
