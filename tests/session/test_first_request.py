@@ -127,7 +127,7 @@ IMPORT_SCRIPT = r"""
 import dataclasses, json, sys
 before = set(sys.modules)
 from fsm_agent import Session
-from fsm_agent._internal import partial_json, redact
+from fsm_agent._internal import accumulator, partial_json, redact
 loaded = sorted(set(sys.modules) - before)
 ours = [sys.modules[name] for name in loaded if name.startswith("fsm_agent")]
 dataclasses_made = sorted(
@@ -139,7 +139,8 @@ dataclasses_made = sorted(
 print(json.dumps({
     "loaded": loaded,
     "patterns": [
-        redact._shape_patterns is not None, redact._secret_pattern is not None, partial_json._compiled
+        redact._shape_patterns is not None, redact._secret_pattern is not None, partial_json._compiled,
+        accumulator._surrogate.cache_info().currsize > 0,
     ],
     "dataclasses": dataclasses_made,
 }))
@@ -204,7 +205,7 @@ def test_importing_session_loads_only_the_request_path_and_compiles_no_pattern()
         name for name in loaded for lazy in _NOT_AT_IMPORT if name == lazy or name.startswith(lazy + ".")
     ]  # type: ignore[attr-defined]
     assert early == []
-    assert report["patterns"] == [False, False, False]
+    assert report["patterns"] == [False, False, False, False]
     assert set(report["dataclasses"]) <= _DATACLASSES_AT_IMPORT, report["dataclasses"]  # type: ignore[arg-type]
 
 
