@@ -144,7 +144,6 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
         opened_at = time.monotonic()
         failure: BaseException | None = None
         out: Decided = ()
-        watchdog.arm(stale=True, connect=True)  # WD-5: the connect phase, until the response headers
         try:
             out = await self._attempt(plan)
         except asyncio.CancelledError as exc:
@@ -172,7 +171,12 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
 
     async def _attempt(self, plan: act.OpenAttempt) -> Decided:
         client = await self._client()
-        attempt = await self._open(client, plan)
+        params = self._attempt_params(plan)
+        # The caller's factory and the SDK's lazy loading run before the window, as in the sync
+        # driver; WD-5: the connect phase, until the response headers.
+        self.adapter.load(client, params, plan)
+        self.watchdog.arm(stale=True, connect=True)
+        attempt = await self._open(client, params, plan)
         self.watchdog.headers()  # WD-5: the first_event phase begins
         self.attempt = attempt
         reading = self._rate_reading(attempt)
@@ -185,16 +189,12 @@ class AsyncDriver(DriverCore[LoopWatchdog]):
             return self._feed(FinishedResponse(attempt.finished))
         return await self._pump(attempt)
 
-    async def _open(self, client: Any, plan: act.OpenAttempt) -> AsyncAttempt:
+    async def _open(self, client: Any, params: dict[str, Any], plan: act.OpenAttempt) -> AsyncAttempt:
         aopen = getattr(self.adapter, "aopen", None)
         if aopen is not None and is_async_client(client):
-            attempt: AsyncAttempt = await aopen(
-                client, self._attempt_params(plan), plan, self.watchdog.stale_timeout
-            )
+            attempt: AsyncAttempt = await aopen(client, params, plan, self.watchdog.stale_timeout)
             return attempt
-        opener = partial(
-            self.adapter.open, client, self._attempt_params(plan), plan, self.watchdog.stale_timeout
-        )
+        opener = partial(self.adapter.open, client, params, plan, self.watchdog.stale_timeout)
         return await open_in_thread(lambda: self._limited(opener()))
 
     async def _pump(self, attempt: AsyncAttempt) -> Decided:

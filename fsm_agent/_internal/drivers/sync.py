@@ -98,17 +98,18 @@ class SyncDriver(DriverCore[Watchdog]):
     def _run_attempt(self, plan: act.OpenAttempt) -> Decided:
         watchdog = self.watchdog
         opened_at = time.monotonic()
+        params = self._attempt_params(plan)
         try:
-            client = self.source.client_for_attempt()  # the caller's factory runs outside the window
+            # The caller's factory and the SDK's lazy loading run outside the window.
+            client = self.source.client_for_attempt()
+            self.adapter.load(client, params, plan)
         except BaseException as exc:
             return self._failure(exc, opened_at)
         # Until the headers arrive there is no stream handle: an interrupt or stall aborts the
         # socket this thread is blocked on (RES-11, WD-1 in the open phase).
         watchdog.arm(blocked_read_aborter(), phase="connect")  # WD-5: until the response headers
         try:
-            attempt = self._limited(
-                self.adapter.open(client, self._attempt_params(plan), plan, watchdog.stale_timeout)
-            )
+            attempt = self._limited(self.adapter.open(client, params, plan, watchdog.stale_timeout))
         except BaseException as exc:
             watchdog.disarm()
             return self._failure(exc, opened_at)

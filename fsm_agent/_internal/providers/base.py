@@ -51,6 +51,12 @@ class ProviderAdapter(Protocol):
 
     def model_of(self, params: dict[str, Any]) -> str | None: ...
 
+    def load(self, client: Any, params: dict[str, Any], plan: OpenAttempt) -> None:
+        """Load what the SDK loads lazily for this call (an endpoint's module, imported at its
+        first access: ~70 ms for `client.responses` here), before the open phase's deadline is
+        armed: the deadline measures the provider's silence, not the client's imports (WD-5)."""
+        ...
+
     def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
         """Send the streaming request; return once the response has begun (headers read)."""
         ...
@@ -318,6 +324,10 @@ class SDKAdapter:
     def plain_call(self, client: Any, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The endpoint and the `create` arguments of the same request without streaming (RES-9)."""
         raise NotImplementedError
+
+    def load(self, client: Any, params: dict[str, Any], plan: OpenAttempt) -> None:
+        endpoint, _ = self.streaming_call(client, params, plan)
+        getattr(endpoint, "with_streaming_response", None)
 
     def request_plain(self, client: Any, params: dict[str, Any], max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
         """RES-9's plain request through the SDK's raw response, its body read by the one body

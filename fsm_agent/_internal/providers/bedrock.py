@@ -623,6 +623,9 @@ class BedrockAdapter:
             id=request_id if isinstance(request_id, str) else None, model=self.model_of(params)
         )
 
+    def load(self, client: Any, params: dict[str, Any], plan: OpenAttempt) -> None:
+        """Nothing: the SDK loads what a call needs when its client is made."""
+
     def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
         response = client.converse_stream(**params)
         self._remember(params, response)

@@ -218,6 +218,9 @@ class GeminiAdapter:
         return response_events(response)
 
     # -- sync clients ------------------------------------------------------------------------------
+    def load(self, client: Any, params: dict[str, Any], plan: OpenAttempt) -> None:
+        """Nothing: the SDK loads what a call needs when its client is made."""
+
     def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
         kwargs = _check_params(params)
         built = wire_request(client, kwargs, read_timeout)
