@@ -17,21 +17,23 @@ replaces (the same `object.__setattr__` per field).
 The public value classes are dataclasses by contract (`dataclasses.fields`, `replace` and
 `asdict` work on them): `Backoff`, `Timeouts`, `Recovery`, `Route` and `TransitionRecord` are
 `Frozen` subclasses, the mutable results `ToolCall`, `Choice` and `StreamResult` subclasses of
-`Record`; each declares its fields with their defaults, as a dataclass does, and writes its
-`__init__`, and `as_dataclass` registers the fields without generating any code (~0.1 ms instead
-of ~0.7 ms a class). `tests/machine/test_frozen_values.py` checks that each one's `__init__`
-takes exactly its fields, in order, with their defaults.
+`Record`; each declares its fields with their defaults, as a dataclass does (`fresh(list)` for
+`field(default_factory=list)`), and writes its `__init__`. `as_dataclass` makes the class slotted
+and registers it as a dataclass without generating any code, and without importing `dataclasses`
+(which imports `inspect`: ~40 M of the ~250 M instructions `from fsm_agent import Session` cost):
+what a `dataclasses` function reads (`__dataclass_fields__`, `__dataclass_params__`) is made at
+its first read, by `dataclasses` itself, from the class's declaration.
+`tests/machine/test_frozen_values.py` checks that each one's `__init__` takes exactly its fields,
+in order, with their defaults, and that it behaves as the dataclass it was.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from dataclasses import FrozenInstanceError, dataclass
 from operator import attrgetter
 from typing import Any, ClassVar, TypeVar, dataclass_transform, overload
 
-__all__ = ["Frozen", "Record", "as_dataclass", "replace"]
+__all__ = ["Frozen", "Record", "as_dataclass", "fresh", "replace"]
 
 _F = TypeVar("_F", bound="Frozen")
 _V = TypeVar("_V", bound="_Fields")
@@ -87,9 +89,13 @@ class Frozen(_Fields):
     __slots__ = ()
 
     def __setattr__(self, name: str, value: Any) -> None:
+        from dataclasses import FrozenInstanceError  # (raised by mistakes only: imported then)
+
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __hash__(self) -> int:
@@ -111,6 +117,21 @@ def replace(obj: _F, **changes: Any) -> _F:
     return type(obj)(**{**values, **changes})
 
 
+class _Fresh:
+    """A field's default that is a new `factory()` for each instance (see `fresh`)."""
+
+    __slots__ = ("factory",)
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.factory = factory
+
+
+def fresh(factory: Callable[[], Any]) -> Any:
+    """The declared default of a field that is a new `factory()` for each instance, as
+    `dataclasses.field(default_factory=factory)` declares it (its `__init__` takes None for it)."""
+    return _Fresh(factory)
+
+
 @overload
 def as_dataclass(cls: type[_V], /) -> type[_V]: ...
 @overload
@@ -123,24 +144,78 @@ def as_dataclass(cls: type[_V] | None = None, /, *, slots: bool = True) -> Any:
     one reads as a frozen dataclass (`__dataclass_params__`), so that a frozen dataclass may
     inherit from it, as from the frozen dataclass it was.
 
-    A field with a `default_factory` is given to `__init__` as None for "a new one"."""
+    A field with a `default_factory` (declared `fresh(factory)`) is given to `__init__` as None
+    for "a new one"."""
 
     def register(cls: type[_V]) -> type[_V]:
-        made = dataclass(init=False, repr=False, eq=False, slots=slots)(cls)
-        if issubclass(made, Frozen):
-            # What `dataclasses` reads to let a frozen dataclass inherit it: the parameters of one
-            # frozen dataclass, made once (generating `__setattr__` and `__delattr__` for each
-            # class cost ~0.3 ms). An undocumented attribute: test_frozen_values subclasses each.
-            made.__dataclass_params__ = _frozen_params()  # type: ignore[attr-defined]
+        names = cls.__match_args__
+        declared = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
+        made = cls
+        if slots:
+            # The class again, its fields in `__slots__` and their defaults out of its namespace
+            # (a slot and a class attribute cannot share a name), as `dataclass(slots=True)` does.
+            skip = {*names, "__dict__", "__weakref__"}
+            namespace = {key: value for key, value in cls.__dict__.items() if key not in skip}
+            namespace["__slots__"] = names
+            made = type(cls.__name__, cls.__bases__, namespace)
+            made.__qualname__ = cls.__qualname__
+        else:
+            for name, default in declared.items():
+                if type(default) is _Fresh:
+                    delattr(made, name)  # as `dataclass` leaves it: each instance sets its own
+        registration = _Registration(made, declared)
+        type.__setattr__(made, "__dataclass_fields__", _Registered(registration, fields=True))
+        type.__setattr__(made, "__dataclass_params__", _Registered(registration, fields=False))
         return made
 
     return register if cls is None else register(cls)
 
 
-@functools.cache
-def _frozen_params() -> Any:
-    @dataclass(init=False, repr=False, eq=False, frozen=True)
-    class FrozenParams:
-        """(A docstring, or `dataclass` would build one with `inspect.signature`.)"""
+class _Registration:
+    """What `dataclasses` reads of an `as_dataclass` class, made once, at the first read: a
+    dataclass declared as the class is (its annotations and defaults; no code generated for it
+    is kept) lends its fields, and, for a `Frozen` class, its parameters (frozen)."""
 
-    return FrozenParams.__dataclass_params__  # type: ignore[attr-defined]
+    __slots__ = ("declared", "owner")
+
+    def __init__(self, owner: type, declared: dict[str, Any]) -> None:
+        self.owner = owner
+        self.declared = declared
+
+    def install(self) -> None:
+        import dataclasses
+
+        owner = self.owner
+        namespace: dict[str, Any] = {
+            "__annotations__": dict(owner.__dict__.get("__annotations__", {})),  # noqa: RUF063
+            "__module__": owner.__module__,
+            "__qualname__": owner.__qualname__,
+            "__doc__": owner.__doc__ or owner.__name__,  # (none: `dataclass` would call `inspect`)
+        }
+        for name, default in self.declared.items():
+            fresh_default = type(default) is _Fresh
+            namespace[name] = dataclasses.field(default_factory=default.factory) if fresh_default else default
+        frozen = issubclass(owner, Frozen)
+        shadow: Any = dataclasses.dataclass(init=False, repr=False, eq=False, frozen=frozen)(
+            type(owner.__name__, (), namespace)
+        )
+        type.__setattr__(owner, "__dataclass_fields__", shadow.__dataclass_fields__)
+        type.__setattr__(owner, "__dataclass_params__", shadow.__dataclass_params__)
+
+
+class _Registered:
+    """`__dataclass_fields__` (`fields=True`) or `__dataclass_params__` of an `as_dataclass`
+    class until its first read, which puts the real ones in their place (on the class that
+    declared them, whichever subclass was asked)."""
+
+    __slots__ = ("fields", "registration")
+
+    def __init__(self, registration: _Registration, *, fields: bool) -> None:
+        self.registration = registration
+        self.fields = fields
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        registration = self.registration
+        registration.install()
+        name = "__dataclass_fields__" if self.fields else "__dataclass_params__"
+        return getattr(registration.owner, name)

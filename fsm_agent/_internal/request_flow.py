@@ -11,7 +11,6 @@ so the one `try` in `request_steps` sees it whichever side ran the step.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .drivers.callbacks import Callbacks, check_callbacks
 from .drivers.source import ClientSource
 from .endpoint import EndpointLink, StartFacts
+from .frozen import replace
 from .request_plan import RequestPlan, plan_request
 from .result import StreamResult
 from .routes import Route, is_route_list
@@ -114,7 +114,7 @@ class MakeClients(Step):
         if not is_route_list(self.target):
             return await source_of(self.target)
         return [
-            dataclasses.replace(route, client_or_factory=await source_of(route.client_or_factory))
+            replace(route, client_or_factory=await source_of(route.client_or_factory))
             if isinstance(route, Route)
             else route
             for route in self.target

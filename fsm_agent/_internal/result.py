@@ -6,11 +6,10 @@ One type for every provider. Pure data: never performs I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import field
 from types import SimpleNamespace
 from typing import Any
 
-from .frozen import Frozen, Record, as_dataclass, set_field
+from .frozen import Frozen, Record, as_dataclass, fresh, set_field
 from .reprs import brief_text, fields_repr
 from .trace.records import TransitionRecord
 
@@ -166,7 +165,7 @@ class Choice(Record):
     content: str | None = None
     reasoning: str | None = None
     refusal: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_calls: list[ToolCall] = fresh(list)
     finish_reason: str | None = None
 
     def __init__(
@@ -249,24 +248,24 @@ class StreamResult(Record):
     content: str | None = None
     reasoning: str | None = None
     refusal: str | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_calls: list[ToolCall] = fresh(list)
     finish_reason: str | None = None
     usage: Usage | None = None
     model: str | None = None
     id: str | None = None
     stub: bool = False
-    dropped_tool_names: list[str] = field(default_factory=list)
+    dropped_tool_names: list[str] = fresh(list)
     attempts: int = 0
     streamed: bool = True
-    provider_data: dict[str, Any] = field(default_factory=dict)
+    provider_data: dict[str, Any] = fresh(dict)
     raw: Any = _DeferredField()
-    records: list[TransitionRecord] = field(default_factory=list)
-    extra_choices: list[Choice] = field(default_factory=list)
+    records: list[TransitionRecord] = fresh(list)
+    extra_choices: list[Choice] = fresh(list)
     route: str | None = None  # RT-1: the name of the route that answered
     error: dict[str, Any] | None = None  # ACC-10: what ended a stream whose answer was kept
     incomplete: bool = False  # RC-6
     stub_reason: str | None = None  # RC-6
-    attempt_usage: list[Usage] = field(default_factory=list)  # RC-10
+    attempt_usage: list[Usage] = fresh(list)  # RC-10
     cost: Any = _DeferredField()  # COST-1: a `cost.RequestCost`, made on first read
 
     def __init__(

@@ -124,11 +124,12 @@ def test_the_first_request_loads_no_module_the_bare_sdks_does_not_but_its_adapte
 
 
 IMPORT_SCRIPT = r"""
-import dataclasses, json, sys
+import json, sys
 before = set(sys.modules)
 from fsm_agent import Session
 from fsm_agent._internal import accumulator, partial_json, redact
 loaded = sorted(set(sys.modules) - before)
+import dataclasses
 ours = [sys.modules[name] for name in loaded if name.startswith("fsm_agent")]
 dataclasses_made = sorted(
     f"{value.__module__}.{value.__qualname__}"
@@ -150,9 +151,11 @@ print(json.dumps({
 # provider's adapter (imported by the first request of its API), `transitions` (the engine is
 # built by the first request), what only a trace, the CLI,
 # the testing kit, wrap() or the iterators use, and the standard library's modules that only a
-# response, a key's fingerprint, an abort, an Anthropic reset or a retry's jitter use (the SDKs
-# load them anyway).
+# response, a key's fingerprint, an abort, an Anthropic reset, a retry's jitter or a `dataclasses`
+# function called on a public value class use (the SDKs load them anyway).
 _NOT_AT_IMPORT = (
+    "dataclasses",
+    "inspect",
     "socket",
     "hashlib",
     "datetime",

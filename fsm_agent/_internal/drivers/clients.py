@@ -7,7 +7,6 @@ classes are remembered per class. Never feeds the machine.
 
 from __future__ import annotations
 
-import inspect
 import weakref
 from typing import Any
 
@@ -56,13 +55,15 @@ def _probe_async(client: Any) -> bool:
         # touching a resource (each is a lazy import: `client.responses` alone costs a Chat request
         # ~100 ms of pydantic models it never uses).
         return False
+    from inspect import iscoroutinefunction  # (imported when a client of no known SDK is probed)
+
     for path in _ASYNC_PROBES:
         target = client
         for name in path:
             target = getattr(target, name, None)
             if target is None:
                 break
-        if target is not None and inspect.iscoroutinefunction(target):
+        if target is not None and iscoroutinefunction(target):
             return True
     return False
 

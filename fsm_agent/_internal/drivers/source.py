@@ -7,7 +7,6 @@ client when its attempt ends (never the caller's). Never feeds the machine.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import sys
 from collections.abc import Callable
@@ -105,7 +104,9 @@ async def _aclose_client(client: Any) -> None:
     if callable(close):
         try:
             closing = close()
-            if inspect.isawaitable(closing):
+            from inspect import isawaitable  # (imported by the async paths only)
+
+            if isawaitable(closing):
                 await closing
         except Exception:
             log.debug("closing a factory-made client raised", exc_info=True)

@@ -15,7 +15,6 @@ adapter's error for a payload of the wrong shape. Never imports an SDK, never de
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -273,7 +272,9 @@ async def aopen_streaming(manager: Any, as_finished: Callable[[Any], Any] | None
 
 async def aobject_attempt(returned: Any, is_finished: Callable[[Any], bool]) -> AsyncAttempt:
     """WIRE-5 for async clients: `create(stream=True)` gave objects (async or not) or a finished one."""
-    if inspect.isawaitable(returned):
+    from inspect import isawaitable  # (imported by the async paths only)
+
+    if isawaitable(returned):
         returned = await returned
     if is_finished(returned):
         return AsyncAttempt(finished=returned)
@@ -289,7 +290,7 @@ async def aobject_attempt(returned: Any, is_finished: Callable[[Any], bool]) -> 
         for close in closers:
             if callable(close):
                 closing = close()
-                if inspect.isawaitable(closing):
+                if isawaitable(closing):
                     await closing
 
     return AsyncAttempt(objects=objects, closer=closer)
@@ -389,7 +390,9 @@ class SDKAdapter:
         raw_api = getattr(endpoint, "with_streaming_response", None)
         if raw_api is None:
             response = endpoint.create(**kwargs)
-            return await response if inspect.isawaitable(response) else response
+            from inspect import isawaitable  # (imported by the async paths only)
+
+            return await response if isawaitable(response) else response
         async with raw_api.create(**kwargs) as response:
             body = await aread_json_body(_abody_bytes(response.http_response), self.checked_body, max_bytes)
             return sdk_object(response, body, self.as_finished)

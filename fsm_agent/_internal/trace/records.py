@@ -5,10 +5,9 @@ Pure data; never performs I/O.
 
 from __future__ import annotations
 
-from dataclasses import asdict, field
 from typing import Any
 
-from ..frozen import Frozen, as_dataclass, set_field
+from ..frozen import Frozen, as_dataclass, fresh, set_field
 
 __all__ = ["SCHEMA_VERSION", "TransitionRecord"]
 
@@ -48,8 +47,8 @@ class TransitionRecord(Frozen):
     guards: dict[str, bool]
     visible_chars: int
     tools_in_flight: int
-    cause: dict[str, Any] = field(default_factory=dict)
-    inputs: dict[str, Any] = field(default_factory=dict)
+    cause: dict[str, Any] = fresh(dict)
+    inputs: dict[str, Any] = fresh(dict)
     route: str | None = None  # RT-1: the name of the route the request was on
     effects: tuple[str, ...] = ()
     schema: int = SCHEMA_VERSION
@@ -95,4 +94,6 @@ class TransitionRecord(Frozen):
         )
 
     def as_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict  # (what only a trace or a report asks for)
+
         return asdict(self)
