@@ -2,10 +2,10 @@
 
 The openai SDK imports an endpoint's module at the first access of `client.responses` (~70 ms on
 a quiet machine, several times that on a loaded one). Read inside the connect window, that import
-counted as the provider's silence: with a short stale timeout the first Responses request of a
+counted as the provider's silence: with a short deadline the first Responses request of a
 process stalled before it was sent (tests/matrix's breaker test saw it on a loaded machine). The
 adapter's `load` now runs before the window opens. Here the endpoint's first access is made far
-slower than the stale timeout, on the real clients against the emulator: the request must stream
+slower than the connect deadline, on the real clients against the emulator: the request must stream
 its answer, with one attempt.
 """
 
@@ -21,8 +21,10 @@ import openai
 import fsm_agent
 from fsm_agent.testing import Emulator, Scenario
 
-STALE = 0.2
-LOAD = 3 * STALE  # the endpoint's first access: well past the stale timeout
+# Only the connect phase's deadline is short: the rest of the request keeps the defaults, so a
+# loaded machine cannot stall it (the emulator's answer, once sent for, is not what is tested).
+CONNECT = 0.4
+LOAD = 3 * CONNECT  # the endpoint's first access: well past the connect deadline
 PARAMS = {"model": "gpt-4.1", "input": "hi"}
 
 
@@ -50,7 +52,7 @@ def test_an_sdk_slow_to_load_its_endpoint_is_not_a_stall() -> None:
             base_url=emu.openai_base_url, api_key="sk-test", max_retries=0
         )
         try:
-            session = fsm_agent.Session(stale_timeout=STALE, retries=0)
+            session = fsm_agent.Session(timeouts=fsm_agent.Timeouts(connect=CONNECT), retries=0)
             result = session.stream(client, PARAMS, api="responses")
         finally:
             client.close()
@@ -62,7 +64,7 @@ def test_an_async_sdk_slow_to_load_its_endpoint_is_not_a_stall() -> None:
     async def main(base_url: str) -> tuple[Any, Any, fsm_agent.Session]:
         client = slow_first_access(openai.AsyncOpenAI)(base_url=base_url, api_key="sk-test", max_retries=0)
         try:
-            session = fsm_agent.Session(stale_timeout=STALE, retries=0)
+            session = fsm_agent.Session(timeouts=fsm_agent.Timeouts(connect=CONNECT), retries=0)
             return await session.astream(client, PARAMS, api="responses"), client, session
         finally:
             await client.close()
