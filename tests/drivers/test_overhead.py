@@ -337,6 +337,101 @@ def test_wd4_the_shared_timer_wakes_at_each_deadline_and_at_nothing_else() -> No
     assert timer.pending() == 0
 
 
+def _until(condition: Callable[[], bool], what: str, limit: float = 30.0) -> None:
+    """Wait for a state of the timer thread (not a race: nothing happens unless it holds)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.001)
+
+
+def test_the_timer_thread_is_woken_only_by_a_look_earlier_than_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Requests one after another book their looks later than the one the timer thread already
+    sleeps until: none of them wakes it (a wake-up for nothing costs the request a GIL hand-off
+    with the timer thread, ~5 % of a short request's wall time). A look earlier than the thread's
+    own wakes it at once."""
+    timer = shared_timer()
+    notified: list[float] = []
+    notify = timer._cond.notify
+
+    def counting(n: int = 1) -> None:
+        notified.append(time.monotonic())
+        notify(n)
+
+    monkeypatch.setattr(timer._cond, "notify", counting)  # observes; the thread is the real one
+    first = Watchdog(600.0)
+    first.start()
+    first.arm(lambda: None)
+    booked = first._entry
+    assert booked is not None
+    _until(lambda: timer._wake_at == booked[0], "the timer thread never slept until the first look")
+    before = len(notified)
+    for _ in range(200):  # the request's lifetime of a sequence of sync requests, each later
+        dog = Watchdog(600.0)
+        dog.start()
+        dog.arm(lambda: None)
+        dog.disarm()
+        dog.stop()
+    assert len(notified) == before and timer._wake_at == booked[0]
+    sooner = Watchdog(300.0)
+    sooner.start()
+    sooner.arm(lambda: None)
+    assert len(notified) == before + 1
+    soon_entry = sooner._entry
+    assert soon_entry is not None
+    _until(lambda: timer._wake_at == soon_entry[0], "an earlier look did not wake the timer thread")
+    sooner.stop()
+    first.stop()
+    assert timer.pending() == 0
+
+
+_FORKED_TIMER = """
+import os, time
+from fsm_agent._internal.drivers.watchdog import Watchdog, shared_timer
+def until(condition):
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+timer = shared_timer()
+parent = Watchdog(30.0)
+parent.start()
+parent.arm(lambda: None)
+until(lambda: timer._wake_at == parent._entry[0])  # the parent's thread sleeps until it
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    started = timer.thread is not None  # the parent's thread is not the child's
+    child = Watchdog(60.0)  # a look later than the one the parent's thread sleeps until
+    child.start()
+    child.arm(lambda: None)
+    thread = timer.thread
+    if thread is not None and thread.is_alive():
+        until(lambda: timer._wake_at == child._entry[0])  # sleeps until the child's own look
+    answer = f"{started} {thread is not None and thread.is_alive()} {timer.pending()}"
+    child.stop()
+    os.write(write, answer.encode())
+    os._exit(0)
+os.close(write)
+print(os.read(read, 64).decode())
+os.waitpid(pid, 0)
+parent.stop()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_starts_its_own_timer_thread_at_its_first_look() -> None:
+    """The parent's timer thread sleeps until a look 30 s away; a forked child has no thread, and
+    its first look starts one, though it is later than the parent's: the child's timer forgets
+    the parent's thread's plans and the parent's requests' looks at the fork (a look at one in
+    the child would shut down a socket the parent still reads)."""
+    out = subprocess.run([sys.executable, "-c", _FORKED_TIMER], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "1"]
+
+
 @pytest.mark.slow
 def test_200_concurrent_sync_requests_stall_on_the_one_shared_timer(
     stalling_emulator_url: str, monkeypatch: pytest.MonkeyPatch

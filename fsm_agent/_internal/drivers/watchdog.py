@@ -33,10 +33,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -127,7 +129,9 @@ class WatchdogTimer:
     An entry is `[when, seq, watchdog]`; a watchdog has at most one live entry (`_entry`), and an
     entry replaced or cancelled is blanked (watchdog None) and skipped, so a finished request is
     never held by the heap. Blanked entries are swept when they outnumber the live ones. The thread
-    is started on first use (again after a fork) and is a daemon: it holds nothing when idle.
+    is started on first use (again after a fork, with an empty heap) and is a daemon: it holds
+    nothing when idle. It is woken only by a booking earlier than the look it sleeps until: a
+    request booked after another's (the common case) leaves it asleep.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, *, threaded: bool = True) -> None:
@@ -141,6 +145,11 @@ class WatchdogTimer:
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
         self._pid = 0
+        # When the thread looks at the heap by itself: the time it sleeps until (inf: until told),
+        # or -inf while it is awake (it looks again before it sleeps). A wake-up booked later than
+        # this needs no notify: waking the thread for nothing costs the caller a GIL hand-off.
+        self._wake_at = math.inf
+        self._fork_hook = False
 
     @property
     def thread(self) -> threading.Thread | None:
@@ -166,7 +175,7 @@ class WatchdogTimer:
             entry = [when, next(self._seq), watchdog]
             watchdog._entry = entry
             heapq.heappush(self._heap, entry)
-            if self._heap[0] is entry:
+            if when < self._wake_at:  # earlier than the thread's own next look
                 self._ensure_thread()
                 self._cond.notify()
 
@@ -190,22 +199,26 @@ class WatchdogTimer:
                 self._pid = pid
             self._thread = threading.Thread(target=self._run, name="fsm-agent-watchdog", daemon=True)
             self._thread.start()
+            if not self._fork_hook:  # a forked child has no thread: its first booking starts one
+                self._fork_hook = True
+                ref = weakref.ref(self)
+                os.register_at_fork(after_in_child=lambda: _forked(ref()))
 
-    def _take_due(self) -> tuple[Watchdog | None, float | None]:
+    def _take_due(self) -> tuple[Watchdog | None, float]:
         """Under the lock: the watchdog whose look is due now (its entry taken off the heap), or
-        None and how long until the next look is (None: no look booked)."""
+        None and the clock time of the next look (inf: no look booked)."""
         heap = self._heap  # swept in place, never replaced
         while heap and heap[0][2] is None:
             heapq.heappop(heap)
             self._blank -= 1
         if not heap:
-            return None, None
-        delay = heap[0][0] - self.clock()
-        if delay > 0:
-            return None, delay
+            return None, math.inf
+        when: float = heap[0][0]
+        if when > self.clock():
+            return None, when
         watchdog: Watchdog = heapq.heappop(heap)[2]
         watchdog._entry = None
-        return watchdog, None
+        return watchdog, when
 
     def _look(self, watchdog: Watchdog) -> None:
         # Outside the timer's lock: a watchdog's abort may take a moment, and must never hold up
@@ -221,10 +234,12 @@ class WatchdogTimer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                watchdog, delay = self._take_due()
+                watchdog, when = self._take_due()
                 while watchdog is None:
-                    self._cond.wait(delay)
-                    watchdog, delay = self._take_due()
+                    self._wake_at = when
+                    self._cond.wait(None if when == math.inf else when - self.clock())
+                    self._wake_at = -math.inf
+                    watchdog, when = self._take_due()
             self._look(watchdog)
             del watchdog  # hold no finished request while idle
 
@@ -234,10 +249,23 @@ class WatchdogTimer:
         `threaded=False` (a virtual clock's test); the thread never calls it."""
         while True:
             with self._cond:
-                watchdog, delay = self._take_due()
+                watchdog, when = self._take_due()
                 if watchdog is None:
-                    return None if delay is None else self.clock() + delay
+                    return None if when == math.inf else when
             self._look(watchdog)
+
+
+def _forked(timer: WatchdogTimer | None) -> None:
+    """In a forked child: the parent's thread is not there, its lock may have been held by another
+    of the parent's threads, and the looks booked are the parent's requests' (their threads are
+    not in the child: looking at one would shut down a socket the parent still reads). The
+    child's timer starts empty, and its first booking starts a thread of its own."""
+    if timer is not None:
+        timer._cond = threading.Condition(threading.Lock())
+        timer._thread = None
+        timer._wake_at = math.inf
+        timer._heap[:] = []
+        timer._blank = 0
 
 
 _TIMER = WatchdogTimer()
