@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -73,3 +75,36 @@ def test_an_async_sdk_slow_to_load_its_endpoint_is_not_a_stall() -> None:
         result, client, session = asyncio.run(main(emu.openai_base_url))
     assert result.content == "Loaded, then answered." and result.attempts == 1
     assert type(client).loads == 1 and session.stale_streak == 0
+
+
+# google-genai builds its request types (pydantic models) at the first request of a process; a
+# fresh interpreter, so that no other test has built them, with that build made LOAD seconds slow.
+_GEMINI_SLOW_BUILD = f"""
+import sys, time
+from google import genai
+from google.genai import types
+import fsm_agent
+from fsm_agent.testing import Emulator, Scenario
+model = types._GenerateContentParameters
+assert not model.__pydantic_complete__, "built at import: nothing to test"
+rebuild = model.model_rebuild.__func__
+builds = []
+def slow_rebuild(cls, *args, **kwargs):
+    builds.append(cls)
+    time.sleep({LOAD})  # what the first build costs on a loaded machine, and more
+    return rebuild(cls, *args, **kwargs)
+model.model_rebuild = classmethod(slow_rebuild)
+with Emulator(default=Scenario.build("Loaded, then answered.")) as emu:
+    client = genai.Client(api_key="k", http_options={{"base_url": emu.gemini_base_url}})
+    session = fsm_agent.Session(timeouts=fsm_agent.Timeouts(connect={CONNECT}), retries=0)
+    result = session.stream(client, {{"model": "gemini-2.5-flash", "contents": "hi"}})
+print(result.content, result.attempts, len(builds), session.stale_streak, sep="|")
+"""
+
+
+def test_gemini_building_its_request_types_at_the_first_request_is_not_a_stall() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _GEMINI_SLOW_BUILD], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().split("|") == ["Loaded, then answered.", "1", "1", "0"]

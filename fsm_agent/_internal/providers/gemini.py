@@ -219,7 +219,21 @@ class GeminiAdapter:
 
     # -- sync clients ------------------------------------------------------------------------------
     def load(self, client: Any, params: dict[str, Any], plan: OpenAttempt) -> None:
-        """Nothing: the SDK loads what a call needs when its client is made."""
+        """The SDK's first-call loading, before the connect window (WD-5): google-genai's request
+        types are pydantic models built at their first use (~35 ms on a quiet machine, several
+        times that on a loaded one), so the first request of a process builds this request once
+        here, and throws it away. Any later request finds the types built (one attribute read)."""
+        try:
+            from google.genai import types
+        except ImportError:
+            return
+        parameters = getattr(types, "_GenerateContentParameters", None)
+        if parameters is None or getattr(parameters, "__pydantic_complete__", True):
+            return
+        try:
+            wire_request(client, _check_params(dict(params)), None)
+        except Exception:  # the caller's mistake is the attempt's to raise, as the SDK raises it
+            log.debug("google-genai's first build failed outside the attempt", exc_info=True)
 
     def open(self, client: Any, params: dict[str, Any], plan: OpenAttempt, read_timeout: float) -> Attempt:
         kwargs = _check_params(params)
