@@ -36,6 +36,7 @@ import httpx2
 import openai
 
 import fsm_agent
+from fsm_agent._internal.drivers.watchdog import shared_timer
 from fsm_agent.testing import Scenario, Text, ToolCall
 from fsm_agent.testing.anthropic_wire import AnthropicWire
 from fsm_agent.testing.chat import ChatWire
@@ -436,6 +437,37 @@ def cyclic_row() -> None:
     row("cyclic objects left for the collector, per request", ", ".join(figures), "<= 20")
 
 
+def _voluntary_switches(thread: Any) -> int | None:
+    """How often `thread` has gone to sleep (Linux's per-thread count; None elsewhere)."""
+    try:
+        with open(f"/proc/self/task/{thread.native_id}/status") as status:
+            text = status.read()
+    except OSError:
+        return None
+    return int(text.split("\nvoluntary_ctxt_switches:")[1].split()[0])
+
+
+def timer_row() -> None:
+    """Sync requests one after another leave the watchdog's timer thread asleep: a wake-up for
+    nothing costs the request a GIL hand-off with it (counted by the kernel, not by the clock)."""
+    body, _ = render(AnthropicWire(), "anthropic", "/v1/messages", ANTHROPIC, TOOL10)
+    run = ours(fsm_agent.Session(), anthropic_client(body, retries=0), ANTHROPIC, TOOL10)
+    run()  # the thread starts with the first request
+    thread = shared_timer().thread
+    check(thread is not None, "no watchdog timer thread")
+    before = _voluntary_switches(thread)
+    count = 500
+    for _ in range(count):
+        run()
+    after = _voluntary_switches(thread)
+    figure = (
+        "n/a (no per-thread counts here)"
+        if before is None or after is None
+        else f"{(after - before) / count:.2f}"
+    )
+    row(f"watchdog timer thread's switches per request ({count} sync requests)", figure, "<= 0.01")
+
+
 def per_event_row(rounds: int) -> None:
     """Chat and Responses, one SSE event per read (as a socket usually gives a streamed answer):
     the whole request through fsm_agent, per event, against splitting the same body into blocks
@@ -614,6 +646,7 @@ def main() -> None:
     responses_rows(rounds, opts.batch)
     bedrock_rows(rounds, opts.batch)
     cyclic_row()
+    timer_row()
     per_event_row(rounds)
     peak_heap_row(5)  # deterministic to a few bytes; each traced run of the SDK takes seconds
     if not opts.quick:
