@@ -328,6 +328,31 @@ def test_sse_one_block_read_is_the_general_decoding(blocks: list[bytes], max_lin
     assert whole == by_byte
 
 
+LF_LINE = st.sampled_from(
+    [b"data: {}", b"data: x", b"data:x", b"data: ", b"data: data: y", b"event: delta", b"event: ",
+     b"event:  two", b": ping", b"id: 7", b"retry: 10", b"", b"data: \xc3\xa9", b"x: y", b"data: \xff"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    lines=st.lists(LF_LINE, max_size=16),
+    tail=st.sampled_from([b"", b"\n", b"data: open", b"event: x\n"]),
+    cut=st.integers(0, 400),
+    max_line=st.sampled_from([None, 8, 64]),
+)
+def test_sse_many_blocks_in_one_read_are_the_general_decoding(
+    lines: list[bytes], tail: bytes, cut: int, max_line: int | None
+) -> None:
+    """LF-ended lines of every kind, many blocks in one read (the line rules, whose common
+    `data: ` and `event: ` lines are read without `partition()`), or in two reads cut anywhere:
+    the same frames, error and state as the stream read a byte at a time."""
+    stream = b"".join(line + b"\n" for line in lines) + tail
+    by_byte = _decode([bytes([b]) for b in stream], max_line)
+    assert _decode([stream], max_line) == by_byte
+    assert _decode([stream[:cut], stream[cut:]], max_line) == by_byte
+
+
 def test_sse_one_block_reads_are_decoded() -> None:
     decoder = SSEDecoder(max_line_bytes=64)
     assert decoder._one_block(b"data: {}\n\n") is not None

@@ -278,14 +278,18 @@ class SSEDecoder:
         for line in lines:
             if not line:  # blank line: dispatch
                 if in_block:
-                    append(SSEFrame(event or None, data if more is None else "\n".join(more), id_, retry))
+                    joined = data if more is None else "\n".join(more)
+                    append(_new_frame(SSEFrame, (event or None, joined, id_, retry)))
                     in_block = False
                     data = event = id_ = retry = more = None
                 continue
             in_block = True
-            if line.startswith("data: "):  # the common case, without partition()
+            if line.startswith("data: "):  # the common cases, without partition()
                 name = "data"
                 value = line[6:]
+            elif line.startswith("event: "):
+                event = line[7:]
+                continue
             else:
                 name, _, value = line.partition(":")
                 if not name:
