@@ -337,14 +337,6 @@ def test_wd4_the_shared_timer_wakes_at_each_deadline_and_at_nothing_else() -> No
     assert timer.pending() == 0
 
 
-def _until(condition: Callable[[], bool], what: str, limit: float = 30.0) -> None:
-    """Wait for a state of the timer thread (not a race: nothing happens unless it holds)."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.001)
-
-
 def test_the_timer_thread_is_woken_only_by_a_look_earlier_than_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -366,7 +358,7 @@ def test_the_timer_thread_is_woken_only_by_a_look_earlier_than_its_own(
     first.arm(lambda: None)
     booked = first._entry
     assert booked is not None
-    _until(lambda: timer._wake_at == booked[0], "the timer thread never slept until the first look")
+    assert helpers.wait_until(lambda: timer._wake_at == booked[0], timeout=30), "never slept until it"
     before = len(notified)
     for _ in range(200):  # the request's lifetime of a sequence of sync requests, each later
         dog = Watchdog(600.0)
@@ -381,7 +373,7 @@ def test_the_timer_thread_is_woken_only_by_a_look_earlier_than_its_own(
     assert len(notified) == before + 1
     soon_entry = sooner._entry
     assert soon_entry is not None
-    _until(lambda: timer._wake_at == soon_entry[0], "an earlier look did not wake the timer thread")
+    assert helpers.wait_until(lambda: timer._wake_at == soon_entry[0], timeout=30), "not woken"
     sooner.stop()
     first.stop()
     assert timer.pending() == 0
