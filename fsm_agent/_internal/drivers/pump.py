@@ -81,6 +81,7 @@ class Pump:
         "_machine",
         "_notices",
         "_pipeline",
+        "_settled",
         "_t0",
         "_translator",
         "_watchdog",
@@ -108,6 +109,9 @@ class Pump:
         self._translator = translator
         self._notices = notices  # the async delivery's pending on_activity coroutines (sync: None)
         self._count = 0
+        # WD-5: the state in which the attempt's phase can change no more (tool arguments, or text
+        # that arrived: neither is undone while the state stands); None until it settles.
+        self._settled: Any = None
         self.control: Decided | None = None  # what the machine decided; None: read on
         self.stop = False  # read no further
 
@@ -209,13 +213,16 @@ class Pump:
         if self.control is None and watching:
             yield from self.tool_args(t)  # once per read, per call that grew (ACC-11)
         watchdog.release(progressed)
-        if progressed:
+        if progressed and machine.state is not self._settled:
             acc = machine.acc
             # Each part's truth asked once, and the reasoning's only when it can decide the phase
             # (with text, the phase is the same whatever it is): one call each, once per read.
             has_text = bool(acc.text_parts) or bool(acc.refusal_parts) or bool(acc.slots)
             has_reasoning = not has_text and bool(acc.reasoning_parts)
-            watchdog.enter(phase_of(machine.state._value_, has_text, has_reasoning))
+            phase = phase_of(machine.state._value_, has_text, has_reasoning)
+            watchdog.enter(phase)
+            if phase == "text" or phase == "tool_args":
+                self._settled = machine.state
         pipeline = self._pipeline
         if self.control is not None or watchdog.fired is not None or (pipeline is not None and pipeline.done):
             self.stop = True

@@ -206,11 +206,9 @@ class ChatTranslator:
         events: list[Any] = []
         if type(response_id) is int:  # some hosts send an integer id: taken as its digits
             response_id = str(response_id)
-        identity = self._identity
-        if (identity is None or response_id != identity[0] or model != identity[1]) and (
-            response_id is not None or model is not None
-        ):
-            self._identity = (response_id, model)
+        identity = (response_id, model)
+        if identity != self._identity and identity != (None, None):
+            self._identity = identity
             events.append(ResponseMeta(id=response_id, model=model))
         if choices:
             for choice in choices:
