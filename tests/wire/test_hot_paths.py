@@ -540,3 +540,70 @@ def test_read_and_the_one_field_shortcut_on_chosen_payloads() -> None:
     assert outcomes[11] is not None and "content must be" in outcomes[11]
     assert openai_chat.CHUNK.read(cases[13][1], "payload") == (7, None, [], None)
     assert openai_chat._DELTA.read({"content": "w "}, "payload") == ("w ", None, None, None, None, None)
+
+
+# -- the Chat chunk's lone read (`shapes.Lone`), against the general path -----------------------------
+def _lone_agrees(payload: Any) -> bool:
+    """The chunk's lone read (`_LONE_TEXT`) against the general path: a chunk it reads passes the
+    declared check, and the translator gives the same events from it as its general path does,
+    fresh or after the response's identity was reported. True when the lone read took it."""
+    lone = openai_chat._LONE_TEXT.read(copy.deepcopy(payload))
+    if lone is None:
+        return False
+    openai_chat.CHUNK.check(copy.deepcopy(payload), "payload")  # raises if the lone read was wrong
+    for first in (None, CHAT[0], _chat({"content": "x"}, id="other")):
+        fast, general = ChatTranslator(), ChatTranslator()
+        if first is not None:
+            fast.payload(copy.deepcopy(first))
+            general._general(copy.deepcopy(first))
+        assert _outcome(fast.payload, payload) == _outcome(general._general, payload), payload
+        assert fast._identity == general._identity
+    return True
+
+
+@settings(max_examples=600, deadline=None)
+@given(payload=st.one_of(mutated(CHAT), from_shape(openai_chat.CHUNK)))
+def test_chat_lone_read_is_the_general_path(payload: Any) -> None:
+    _lone_agrees(payload)
+
+
+def test_chat_lone_read_takes_the_common_chunks_and_no_other() -> None:
+    taken = [_chat({"content": "w "}), _chat({"content": ""}), _chat({"content": "x"}, usage=None)]
+    taken += [_chat({"content": "x", "role": "assistant"}), {"choices": [{"delta": {"content": "x"}}]}]
+    taken += [_chat({"content": "x"}, id=7), _chat({"content": "x", "refusal": None})]
+    assert all(_lone_agrees(payload) for payload in taken)
+    general = [
+        _chat({"content": ["a"]}),  # a list of blocks: flattened by the general path
+        _chat({"content": "x", "refusal": "no"}),
+        _chat({"content": "x", "tool_calls": []}),
+        _chat({"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]}),
+        _chat({"content": "x"}, usage={"prompt_tokens": 1}),
+        _chat({"content": None}),
+        _chat({"content": 5}),
+        _chat({"content": "x"}, id=True),
+        {
+            **_chat({"content": "x"}),
+            "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "stop"}],
+        },
+        {**_chat({"content": "x"}), "choices": [{"index": 1, "delta": {"content": "x"}}]},
+        {**_chat({"content": "x"}), "choices": []},
+        {**_chat({"content": "x"}), "choices": [{"delta": {"content": "x"}}, {"delta": {"content": "y"}}]},
+        [],
+    ]
+    for payload in general:
+        assert not _lone_agrees(payload) or payload["choices"][0].get("index") == 1, payload
+
+
+def test_a_lone_form_is_declared_only_where_it_exists() -> None:
+    text = Shape("delta", {"content": shapes.STR, "role": shapes.STR})
+    for lone in (
+        shapes.Lone(
+            Shape("x", {"a": text, "b": shapes.STR}, required=("b",)), ("a", "content"), types=shapes.STR
+        ),
+        shapes.Lone(Shape("x", by="type", cases={"t": text}), ("content",), types=shapes.STR),
+        shapes.Lone(text, ("content",), types=shapes.INT),
+        shapes.Lone(Shape("x", {"a": text}), ("a", "content"), keep=(("a",),), types=shapes.STR),
+        shapes.Lone(Shape("x", {"a": text, "n": text}), ("a", "content"), keep=(("n",),), types=shapes.STR),
+    ):
+        with pytest.raises(ValueError):
+            lone.read({})

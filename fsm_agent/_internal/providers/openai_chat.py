@@ -30,7 +30,7 @@ from ..events import (
 )
 from ..result import Usage
 from ..urls import url_text
-from ..wire.shapes import DICT, INT, STR, Shape, parse_json
+from ..wire.shapes import DICT, INT, STR, Lone, Shape, parse_json
 from ..wire.sse import SSEFrame
 from .base import SDKAdapter, as_plain, malformed
 from .rejections import RouteRejections
@@ -93,6 +93,14 @@ CHUNK = Shape(
         "choices": [Shape("choice", {"index": INT, "delta": _DELTA, "finish_reason": STR})],
         "usage": _USAGE,
     },
+)
+# The common chunk, one choice's text alone (a token of the answer), read in one pass; the same
+# events as the general path give for it (see `ChatTranslator.payload`).
+_LONE_TEXT = Lone(
+    CHUNK,
+    ("choices", "delta", "content"),
+    keep=(("id",), ("model",), ("choices", "index")),
+    types=STR,
 )
 COMPLETION = Shape(
     "completion",
@@ -199,17 +207,34 @@ class ChatTranslator:
         return self.payload(chunk)
 
     def payload(self, chunk: Any) -> list[Any]:
-        """One decoded chunk: its shape checked (SEC-4), then translated."""
+        """One decoded chunk: its shape checked (SEC-4), then translated. The common chunk (the
+        first choice's text alone) is read in one pass (`_LONE_TEXT`), with the same events."""
         if type(chunk) is dict and chunk.get("error"):
             raise self._error_chunk(chunk)
-        response_id, model, choices, usage = CHUNK.read(chunk, _WHAT)
-        events: list[Any] = []
+        lone = _LONE_TEXT.read(chunk)
+        if lone is not None:
+            response_id, model, index, text = lone
+            if not index:
+                events = self._identified(response_id, model)
+                if text:
+                    events.append(TextDelta(text))
+                return events
+        return self._general(chunk)
+
+    def _identified(self, response_id: Any, model: Any) -> list[Any]:
+        """The chunk's events so far: its identity, when it is new (one ResponseMeta is enough)."""
         if type(response_id) is int:  # some hosts send an integer id: taken as its digits
             response_id = str(response_id)
         identity = (response_id, model)
         if identity != self._identity and identity != (None, None):
             self._identity = identity
-            events.append(ResponseMeta(id=response_id, model=model))
+            return [ResponseMeta(id=response_id, model=model)]
+        return []
+
+    def _general(self, chunk: Any) -> list[Any]:
+        """Any chunk: checked whole by its declared shape, then translated."""
+        response_id, model, choices, usage = CHUNK.read(chunk, _WHAT)
+        events = self._identified(response_id, model)
         if choices:
             for choice in choices:
                 index = choice.get("index") or 0

@@ -34,6 +34,7 @@ __all__ = [
     "NUMBER",
     "PAYLOAD_ERRORS",
     "STR",
+    "Lone",
     "Shape",
     "as_malformed",
     "guarded",
@@ -305,6 +306,125 @@ def _typed(
         item = f"it{depth}"
         lines.append(f"{ind}for {item} in {value}:")  # its index is found only for an error
         _emit(each, item, (*here, f"_at({value}, {item})"), ind + "    ", depth + 1, lines, env)
+
+
+# -- a payload's lone form: the common payload read in one pass ------------------------------------
+class Lone:
+    """The common form of a payload of `shape`, read in one generated pass (SEC-4's fast path).
+
+    `path` names a chain of fields, from the payload down to one value (a field declared as a list
+    of objects steps into its item, and must hold exactly one); `keep` names other fields of plain
+    JSON types along the way, by their paths. A payload is in its lone form when each object on
+    the path is an object, each list on it holds one item, the last field holds a value of `types`
+    (a subset of its declared types; never null), each kept field holds a value of its declared
+    types or null, and every other declared field on the path's objects is absent or null. For
+    such a payload `read(payload)` returns the kept values, in `keep`'s order, then the path's
+    value; for any other, None (it never raises), and the caller reads it the general way
+    (`Shape.read`, which checks and names what is wrong).
+
+    Generated from the declaration, as the check is, and at the first call: a payload `read`
+    accepts passes the check, and what the translator makes of the returned values must equal what
+    its general path makes of the payload (tests/wire/test_hot_paths.py holds it to that).
+    """
+
+    __slots__ = ("keep", "path", "read", "shape", "types")
+
+    def __init__(
+        self,
+        shape: Shape,
+        path: tuple[str, ...],
+        *,
+        keep: tuple[tuple[str, ...], ...] = (),
+        types: tuple[type, ...],
+    ) -> None:
+        self.shape = shape
+        self.path = path
+        self.keep = keep
+        self.types = types
+        self.read: Callable[[object], tuple[Any, ...] | None] = self._first_read
+
+    def _first_read(self, payload: object) -> tuple[Any, ...] | None:
+        if self.read == self._first_read:
+            self.read = _compile_lone(self)
+        return self.read(payload)
+
+
+def _compile_lone(lone: Lone) -> Any:
+    """Write `lone.read` (see `Lone`); a declaration it cannot read is a ValueError here."""
+    env: dict[str, Any] = {"dict": dict, "list": list, "len": len}
+    lines = ["def read(o):", "    if type(o) is not dict: return None"]
+    kept: dict[tuple[str, ...], str] = {path: f"k{number}" for number, path in enumerate(lone.keep)}
+    shape, var, ind, depth = lone.shape, "o", "    ", 0
+    for step, key in enumerate(lone.path):
+        if shape.by is not None:
+            raise ValueError(f"{shape.name}: a discriminated shape has no lone form")
+        if key not in shape.fields:
+            raise ValueError(f"{shape.name} declares no field {key!r}")
+        get = f"g{depth}"
+        lines.append(f"{ind}{get} = {var}.get")
+        here = lone.path[:step]
+        absent = [name for name in shape.fields if name != key and (*here, name) not in kept]
+        keeps_here = len(absent) < len(shape.fields) - 1
+        if len(absent) > 1 and not keeps_here:  # an object of one field holds none of the others
+            lines.append(f"{ind}if len({var}) != 1:")
+            lines += [f"{ind}    if {get}({name!r}) is not None: return None" for name in absent]
+            absent = []
+        for name, spec in shape.fields.items():
+            if name == key:
+                continue
+            name_path = (*here, name)
+            if name_path in kept:
+                if not isinstance(spec, tuple):
+                    raise ValueError(f"{shape.name}.{name}: only a field of plain JSON types is kept")
+                types = f"T{len(env)}"
+                env[types] = spec if name in shape.required else (*spec, _NONE)  # null: absent
+                value = kept[name_path]
+                lines += [
+                    f"{ind}{value} = {get}({name!r})",
+                    f"{ind}if type({value}) not in {types}: return None",
+                ]
+            elif name in shape.required:
+                raise ValueError(f"{shape.name}.{name} is required: the payload has no lone form")
+            elif name in absent:
+                lines.append(f"{ind}if {get}({name!r}) is not None: return None")
+        spec = shape.fields[key]
+        depth += 1
+        if step == len(lone.path) - 1:
+            if not isinstance(spec, tuple) or not set(lone.types) <= set(spec):
+                raise ValueError(
+                    f"{shape.name}.{key}: the lone value's types must be among its declared ones"
+                )
+            types = f"T{len(env)}"
+            env[types] = lone.types
+            lines += [f"{ind}v = {get}({key!r})", f"{ind}if type(v) not in {types}: return None"]
+        elif isinstance(spec, Shape):
+            var = f"o{depth}"
+            lines += [f"{ind}{var} = {get}({key!r})", f"{ind}if type({var}) is not dict: return None"]
+            shape = spec
+        elif isinstance(spec, list):
+            var = f"o{depth}"
+            lines += [
+                f"{ind}{var} = {get}({key!r})",
+                f"{ind}if type({var}) is not list or len({var}) != 1: return None",
+                f"{ind}{var} = {var}[0]",
+                f"{ind}if type({var}) is not dict: return None",
+            ]
+            shape = spec[0]
+        else:
+            raise ValueError(f"{shape.name}.{key} holds no object to step into")
+    missing = [path for path in lone.keep if not _on_path(path, lone.path)]
+    if missing:
+        raise ValueError(f"kept fields off the path: {missing}")
+    lines.append(f"{ind}return ({''.join(f'{kept[path]}, ' for path in lone.keep)}v)")
+    exec("\n".join(lines), env)  # our own declarations only, compiled once, at first use
+    return env["read"]
+
+
+def _on_path(field: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    """Whether a kept field's path ends in a field of one of `path`'s objects."""
+    return (
+        len(field) <= len(path) and field[:-1] == path[: len(field) - 1] and field[-1] != path[len(field) - 1]
+    )
 
 
 # -- JSON text --------------------------------------------------------------------------------------
