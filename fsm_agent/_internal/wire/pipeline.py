@@ -65,7 +65,6 @@ class WirePipeline:
         "_pending",
         "_route_owned",
         "_translator",
-        "active",
         "bytes_read",
         "done",
         "frames",
@@ -88,7 +87,6 @@ class WirePipeline:
         self.bytes_read = 0
         self.frames = 0
         self.keepalives = 0
-        self.active = False  # whether the last feed() carried a provider event (watchdog activity)
         # The translator's `done` (WIRE-4), copied after each read it translates: the only place
         # where it changes, and a plain attribute is read on every read.
         self.done = translator.done
@@ -125,7 +123,6 @@ class WirePipeline:
 
     def _translate(self, frames: list[SSEFrame]) -> list[Any]:
         events: list[Any] = []
-        self.active = False
         translator = self._translator
         on_activity = self._on_activity
         for frame in frames:
@@ -143,7 +140,6 @@ class WirePipeline:
                 self.keepalives += 1
                 continue
             self.frames += 1
-            self.active = True
             try:
                 produced = translator.frame(frame)
                 if self._pending is not None:
@@ -213,7 +209,7 @@ class JsonBodyPipeline:
     twice the body: its text, then its parsed value.
     """
 
-    __slots__ = ("_as_finished", "_decoder", "_max_bytes", "_parts", "active", "bytes_read", "done")
+    __slots__ = ("_as_finished", "_decoder", "_max_bytes", "_parts", "bytes_read", "done")
     keepalives = 0  # a body has none
     bytes_are_progress = True  # WD-6: its bytes are the answer itself
 
@@ -223,7 +219,6 @@ class JsonBodyPipeline:
         self._max_bytes = max_bytes
         self._parts: list[str] = []
         self.bytes_read = 0
-        self.active = False
         self.done = False
 
     def feed(self, chunk: bytes) -> list[Any]:
@@ -233,7 +228,6 @@ class JsonBodyPipeline:
             raise StreamLimitError(
                 f"the JSON body passed the cap of {self._max_bytes} bytes per attempt; aborted"
             )
-        self.active = bool(chunk)
         try:
             self._parts.append(self._decoder.decode(chunk))
         except UnicodeDecodeError as exc:
