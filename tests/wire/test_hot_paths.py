@@ -542,23 +542,30 @@ def test_read_and_the_one_field_shortcut_on_chosen_payloads() -> None:
     assert openai_chat._DELTA.read({"content": "w "}, "payload") == ("w ", None, None, None, None, None)
 
 
-# -- the Chat chunk's lone read (`shapes.Lone`), against the general path -----------------------------
-def _lone_agrees(payload: Any) -> bool:
-    """The chunk's lone read (`_LONE_TEXT`) against the general path: a chunk it reads passes the
-    declared check, and the translator gives the same events from it as its general path does,
-    fresh or after the response's identity was reported. True when the lone read took it."""
-    lone = openai_chat._LONE_TEXT.read(copy.deepcopy(payload))
-    if lone is None:
+# -- the lone reads (`shapes.Lone`), against the general paths -----------------------------------------
+def _same_translation(lone: shapes.Lone, shape: Shape, new: Any, firsts: list[Any], payload: Any) -> bool:
+    """`lone`'s read of `payload` against the general path: a payload it reads passes `shape`'s
+    declared check, and a translator (`new()`) gives the same outcome and keeps the same state
+    from it as its general path (`_general`) does, after each of `firsts` (payloads translated
+    before, or None). True when the lone read took the payload."""
+    if lone.read(copy.deepcopy(payload)) is None:
         return False
-    openai_chat.CHUNK.check(copy.deepcopy(payload), "payload")  # raises if the lone read was wrong
-    for first in (None, CHAT[0], _chat({"content": "x"}, id="other")):
-        fast, general = ChatTranslator(), ChatTranslator()
+    shape.check(copy.deepcopy(payload), "payload")  # raises if the lone read took a wrong payload
+    for first in firsts:
+        fast, general = new(), new()
         if first is not None:
             fast.payload(copy.deepcopy(first))
             general._general(copy.deepcopy(first))
         assert _outcome(fast.payload, payload) == _outcome(general._general, payload), payload
-        assert fast._identity == general._identity
+        state = [name for name in type(fast).__slots__ if name != "__weakref__"]
+        assert [getattr(fast, n) for n in state] == [getattr(general, n) for n in state], payload
     return True
+
+
+def _lone_agrees(payload: Any) -> bool:
+    """The Chat chunk's lone read, fresh or after the response's identity was reported."""
+    firsts = [None, CHAT[0], _chat({"content": "x"}, id="other")]
+    return _same_translation(openai_chat._LONE_TEXT, openai_chat.CHUNK, ChatTranslator, firsts, payload)
 
 
 @settings(max_examples=600, deadline=None)
@@ -604,6 +611,47 @@ def test_a_lone_form_is_declared_only_where_it_exists() -> None:
         shapes.Lone(text, ("content",), types=shapes.INT),
         shapes.Lone(Shape("x", {"a": text}), ("a", "content"), keep=(("a",),), types=shapes.STR),
         shapes.Lone(Shape("x", {"a": text, "n": text}), ("a", "content"), keep=(("n",),), types=shapes.STR),
+        shapes.Lone(
+            Shape("x", {"k": shapes.STR}, by="k", cases={"t": text}),
+            (("k", "u"), "content"),
+            types=shapes.STR,
+        ),
+        shapes.Lone(
+            Shape("x", {"k": shapes.STR}, by="k", cases={"t": text}), (("k", "t"),), types=shapes.STR
+        ),
     ):
         with pytest.raises(ValueError):
             lone.read({})
+
+
+def _text_event(delta: Any = "w ", **extra: Any) -> dict[str, Any]:
+    return {"type": "response.output_text.delta", "item_id": "m", "output_index": 0, "delta": delta, **extra}
+
+
+RESPONSES = [_text_event(), _text_event(""), _text_event(sequence_number=4)]
+
+
+def _responses_agree(payload: Any) -> bool:
+    translator = openai_responses.ResponsesTranslator
+    return _same_translation(
+        openai_responses._LONE_TEXT, openai_responses.EVENT, translator, [None, RESPONSES[0]], payload
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(payload=st.one_of(mutated(RESPONSES), from_shape(openai_responses.EVENT)))
+def test_responses_lone_read_is_the_general_path(payload: Any) -> None:
+    _responses_agree(payload)
+
+
+def test_responses_lone_read_takes_the_text_token_and_no_other() -> None:
+    assert all(_responses_agree(payload) for payload in RESPONSES)
+    for payload in (
+        _text_event(None),
+        _text_event(5),
+        {**_text_event(), "type": "response.reasoning_text.delta"},
+        {**_text_event(), "type": "response.function_call_arguments.delta"},
+        {"delta": "w "},
+        ["w "],
+    ):
+        assert not _responses_agree(payload), payload

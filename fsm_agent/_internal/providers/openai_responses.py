@@ -31,7 +31,7 @@ from ..events import (
     UsageReport,
 )
 from ..result import Deferred, Usage
-from ..wire.shapes import DICT, INT, STR, Shape, parse_json
+from ..wire.shapes import DICT, INT, STR, Lone, Shape, parse_json
 from ..wire.sse import SSEFrame
 from .base import (
     AsyncAttempt,
@@ -147,6 +147,9 @@ EVENT = Shape(
         "response.incomplete": Shape("response.incomplete", {"response": RESPONSE}, required=("response",)),
     },
 )
+
+# The common event, a token of the answer's text, read in one pass (the general path's events).
+_LONE_TEXT = Lone(EVENT, (("type", _TEXT), "delta"), types=STR)
 
 
 def _usage(raw: object) -> Usage | None:
@@ -269,13 +272,21 @@ class ResponsesTranslator:
         return events
 
     def payload(self, event: Any) -> list[Any]:
+        """One decoded event: its shape checked (SEC-4), then translated. The common event (a
+        token of text) is read in one pass (`_LONE_TEXT`), with the same events."""
+        lone = _LONE_TEXT.read(event)
+        if lone is not None:
+            return [TextDelta(lone[0])] if lone[0] else []
+        return self._general(event)
+
+    def _general(self, event: Any) -> list[Any]:
+        """Any event: checked by its declared shape, then translated."""
         kind = event.get("type") if type(event) is dict else None
         if kind == "error" or kind == "response.failed":
             return self._failed(event)
         EVENT.check(event, _WHAT)
-        if kind == _TEXT:  # the common event, one per token: `_text_event` written in place
-            delta = event["delta"]
-            return [TextDelta(delta)] if delta else []
+        if kind == _TEXT:
+            return _text_event(TextDelta, event)
         if kind in _REASONING:
             return _text_event(ReasoningDelta, event)
         if kind == _REFUSAL:

@@ -332,7 +332,7 @@ class Lone:
     def __init__(
         self,
         shape: Shape,
-        path: tuple[str, ...],
+        path: tuple[str | tuple[str, str], ...],
         *,
         keep: tuple[tuple[str, ...], ...] = (),
         types: tuple[type, ...],
@@ -352,44 +352,54 @@ class Lone:
 def _compile_lone(lone: Lone) -> Any:
     """Write `lone.read` (see `Lone`); a declaration it cannot read is a ValueError here."""
     env: dict[str, Any] = {"dict": dict, "list": list, "len": len}
-    lines = ["def read(o):", "    if type(o) is not dict: return None"]
-    kept: dict[tuple[str, ...], str] = {path: f"k{number}" for number, path in enumerate(lone.keep)}
-    shape, var, ind, depth = lone.shape, "o", "    ", 0
+    lines = ["def read(o):", "    if type(o) is not dict: return None", "    g0 = o.get"]
+    kept = {path: f"k{number}" for number, path in enumerate(lone.keep)}
+    here: tuple[str, ...] = ()  # the field names stepped through so far (what `keep` names)
+    shape, var, get, ind, depth = lone.shape, "o", "g0", "    ", 0
+    fields, required, pinned = dict(shape.fields), set(shape.required), set()
+    last = len(lone.path) - 1
     for step, key in enumerate(lone.path):
-        if shape.by is not None:
-            raise ValueError(f"{shape.name}: a discriminated shape has no lone form")
-        if key not in shape.fields:
+        if isinstance(key, tuple):  # a case of a discriminated object: its discriminator's value
+            by, case = key
+            if shape.by != by or case not in shape.cases:
+                raise ValueError(f"{shape.name} has no case {by}={case!r}")
+            lines.append(f"{ind}if {get}({by!r}) != {case!r}: return None")
+            shape = shape.cases[case]
+            fields.update(shape.fields)
+            required.update(shape.required)
+            pinned.add(by)
+            continue
+        if shape.by is not None and shape.by not in pinned:
+            raise ValueError(f"{shape.name}: a discriminated object's lone form names its case")
+        if key not in fields:
             raise ValueError(f"{shape.name} declares no field {key!r}")
-        get = f"g{depth}"
-        lines.append(f"{ind}{get} = {var}.get")
-        here = lone.path[:step]
-        absent = [name for name in shape.fields if name != key and (*here, name) not in kept]
-        keeps_here = len(absent) < len(shape.fields) - 1
-        if len(absent) > 1 and not keeps_here:  # an object of one field holds none of the others
+        others = [name for name in fields if name != key and name not in pinned]
+        absent = [name for name in others if (*here, name) not in kept]
+        if len(absent) > 1 and len(absent) == len(others) and not pinned:
+            # an object of one field holds none of the others
             lines.append(f"{ind}if len({var}) != 1:")
             lines += [f"{ind}    if {get}({name!r}) is not None: return None" for name in absent]
             absent = []
-        for name, spec in shape.fields.items():
-            if name == key:
-                continue
-            name_path = (*here, name)
-            if name_path in kept:
+        for name in others:
+            spec = fields[name]
+            if (*here, name) in kept:
                 if not isinstance(spec, tuple):
                     raise ValueError(f"{shape.name}.{name}: only a field of plain JSON types is kept")
                 types = f"T{len(env)}"
-                env[types] = spec if name in shape.required else (*spec, _NONE)  # null: absent
-                value = kept[name_path]
+                env[types] = spec if name in required else (*spec, _NONE)  # null: absent
+                value = kept[(*here, name)]
                 lines += [
                     f"{ind}{value} = {get}({name!r})",
                     f"{ind}if type({value}) not in {types}: return None",
                 ]
-            elif name in shape.required:
+            elif name in required:
                 raise ValueError(f"{shape.name}.{name} is required: the payload has no lone form")
             elif name in absent:
                 lines.append(f"{ind}if {get}({name!r}) is not None: return None")
-        spec = shape.fields[key]
+        spec = fields[key]
+        here = (*here, key)
         depth += 1
-        if step == len(lone.path) - 1:
+        if step == last:
             if not isinstance(spec, tuple) or not set(lone.types) <= set(spec):
                 raise ValueError(
                     f"{shape.name}.{key}: the lone value's types must be among its declared ones"
@@ -397,34 +407,36 @@ def _compile_lone(lone: Lone) -> Any:
             types = f"T{len(env)}"
             env[types] = lone.types
             lines += [f"{ind}v = {get}({key!r})", f"{ind}if type(v) not in {types}: return None"]
-        elif isinstance(spec, Shape):
-            var = f"o{depth}"
-            lines += [f"{ind}{var} = {get}({key!r})", f"{ind}if type({var}) is not dict: return None"]
+            continue
+        var, get = f"o{depth}", f"g{depth}"
+        if isinstance(spec, Shape):
+            lines.append(f"{ind}{var} = g{depth - 1}({key!r})")
             shape = spec
         elif isinstance(spec, list):
-            var = f"o{depth}"
             lines += [
-                f"{ind}{var} = {get}({key!r})",
+                f"{ind}{var} = g{depth - 1}({key!r})",
                 f"{ind}if type({var}) is not list or len({var}) != 1: return None",
                 f"{ind}{var} = {var}[0]",
-                f"{ind}if type({var}) is not dict: return None",
             ]
             shape = spec[0]
         else:
             raise ValueError(f"{shape.name}.{key} holds no object to step into")
-    missing = [path for path in lone.keep if not _on_path(path, lone.path)]
+        lines += [f"{ind}if type({var}) is not dict: return None", f"{ind}{get} = {var}.get"]
+        fields, required, pinned = dict(shape.fields), set(shape.required), set()
+    if isinstance(lone.path[-1], tuple):
+        raise ValueError("a lone form ends in a field")
+    missing = [path for path in lone.keep if not _on_path(path, here)]
     if missing:
         raise ValueError(f"kept fields off the path: {missing}")
-    lines.append(f"{ind}return ({''.join(f'{kept[path]}, ' for path in lone.keep)}v)")
+    lines.append(f"{ind}return ({''.join(f'{kept[path]}, ' for path in lone.keep)}v,)")
     exec("\n".join(lines), env)  # our own declarations only, compiled once, at first use
     return env["read"]
 
 
 def _on_path(field: tuple[str, ...], path: tuple[str, ...]) -> bool:
-    """Whether a kept field's path ends in a field of one of `path`'s objects."""
-    return (
-        len(field) <= len(path) and field[:-1] == path[: len(field) - 1] and field[-1] != path[len(field) - 1]
-    )
+    """Whether a kept field's path ends in a field of one of `path`'s objects (not the path's own)."""
+    size = len(field)
+    return size <= len(path) and field[:-1] == path[: size - 1] and field[-1] != path[size - 1]
 
 
 # -- JSON text --------------------------------------------------------------------------------------
