@@ -564,7 +564,7 @@ def _same_translation(lone: shapes.Lone, shape: Shape, new: Any, firsts: list[An
 
 def _lone_agrees(payload: Any) -> bool:
     """The Chat chunk's lone read, fresh or after the response's identity was reported."""
-    firsts = [None, CHAT[0], _chat({"content": "x"}, id="other")]
+    firsts = [None, CHAT[0], _chat({"content": "x"}, id="other"), _chat({"content": "x"}, id=7)]
     return _same_translation(openai_chat._LONE_TEXT, openai_chat.CHUNK, ChatTranslator, firsts, payload)
 
 

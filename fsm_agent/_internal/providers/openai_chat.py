@@ -215,6 +215,8 @@ class ChatTranslator:
         if lone is not None:
             response_id, model, index, text = lone
             if not index:
+                if (response_id, model) == self._identity:  # as reported (an integer id: not yet)
+                    return [TextDelta(text)] if text else []
                 events = self._identified(response_id, model)
                 if text:
                     events.append(TextDelta(text))

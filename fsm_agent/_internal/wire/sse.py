@@ -93,6 +93,7 @@ class SSEDecoder:
         "_max_line",
         "_more_data",
         "_partial",
+        "_plain",
         "_retry",
     )
 
@@ -113,6 +114,9 @@ class SSEDecoder:
         self._last_event_id = ""
         self._error: SSEDecodeError | None = None
         self._finished = False
+        # Between blocks, with nothing held back: no error, not flushed, past the BOM, no CR
+        # waiting for its LF, no partial line, no block begun (what the one-block read needs).
+        self._plain = False
 
     @property
     def pending(self) -> bool:
@@ -128,6 +132,25 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[SSEFrame]:
         """Take the next bytes of the stream; return the frames whose blank line they complete."""
+        plain = self._plain
+        if plain and chunk.endswith(b"\n\n"):
+            one = self._one_block(chunk)  # (leaves the decoder between blocks, as it found it)
+            if one is not None:
+                return one
+        try:
+            return self._feed(chunk, plain)
+        finally:
+            self._plain = not (
+                self._error is not None
+                or self._finished
+                or self._at_start
+                or self._after_cr
+                or self._partial
+                or self._in_block
+            )
+
+    def _feed(self, chunk: bytes, tried: bool) -> list[SSEFrame]:
+        """`feed`, past the one-block read (`tried`: already tried on this chunk, as it stands)."""
         if self._error is not None:
             raise self._error
         if self._finished:
@@ -145,8 +168,8 @@ class SSEDecoder:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
-        if chunk.endswith(b"\n\n") and not self._partial and not self._in_block:
-            one = self._one_block(chunk)
+        if not tried and chunk.endswith(b"\n\n") and not self._partial and not self._in_block:
+            one = self._one_block(chunk)  # (the first read, once the BOM or the CR was settled)
             if one is not None:
                 return one
         last_lf = chunk.rfind(b"\n")
@@ -191,6 +214,7 @@ class SSEDecoder:
         if self._error is not None:
             raise self._error
         self._finished = True
+        self._plain = False
         return []
 
     # -- internals -------------------------------------------------------------------------------
