@@ -262,9 +262,14 @@ class ResponsesTranslator:
             self.done = True
             return []
         payload = parse_json(data, "stream frame")
-        if isinstance(payload, dict) and "type" not in payload and frame.event:
-            payload = {**payload, "type": frame.event}
-        events = self.payload(payload)
+        lone = _LONE_TEXT.read(payload)  # the common event (`payload`'s first step, taken here)
+        events: list[Any]
+        if lone is not None:
+            events = [TextDelta(lone[0])] if lone[0] else []
+        else:
+            if isinstance(payload, dict) and "type" not in payload and frame.event:
+                payload = {**payload, "type": frame.event}
+            events = self._general(payload)
         if self._resumable:
             sequence = payload.get("sequence_number")
             if type(sequence) is int:
