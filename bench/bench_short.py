@@ -1,6 +1,7 @@
 """Per-request overhead (issue 13): a short request through fsm_agent against the bare SDKs.
 
 Run: .venv/bin/python bench/bench_short.py [--rounds 7] [--quick]   (also in `make bench`).
+     .venv/bin/python bench/bench_short.py --instructions [GROUP ...]   (counted, ~2 minutes)
 
 Prints the issue's whole table: every row measured side by side in one run, the contenders taken
 in turn round after round (interleaved, so a change in the machine's load weighs on each alike),
@@ -12,15 +13,24 @@ over loopback HTTP (boto3 has no in-memory transport), its CPU not counted as ou
 contenders are built with `max_retries=0` and with their defaults (boto3: one attempt, and its
 default retry mode); fsm_agent is given the same client in each case. Nothing here asserts on
 time: a contender that returns a wrong result exits non-zero.
+
+`--instructions` counts instead of timing: the short rows and the per-event rows, each group's
+contenders in one fresh interpreter under valgrind's callgrind, instrumented from the end of the
+warm-up and dumped after each contender's calls (`callgrind_control`). A count does not move with
+the host's load, so a row a few per cent from its line is decided by it; it weighs every
+instruction alike (a syscall, a C call and a bytecode), so it is a companion to the wall rows,
+not a replacement. The Bedrock emulator's child is not counted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -237,23 +247,38 @@ def row(measure: str, figure: str, goal: str) -> None:
     print(f"  {measure:<62} {figure:<34} goal {goal}", flush=True)
 
 
+def chat_bodies() -> tuple[tuple[bytes, int], tuple[bytes, int], tuple[bytes, int]]:
+    """The three Chat bodies of the short rows (tiny, tool call, text), with their frames."""
+    wire, path = ChatWire(), "/v1/chat/completions"
+    return (
+        render(wire, "chat", path, CHAT, TINY),
+        render(wire, "chat", path, CHAT, TOOL10),
+        render(wire, "chat", path, CHAT, TEXT30),
+    )
+
+
+def chat_contenders(
+    session: fsm_agent.Session, tiny: bytes, tool: bytes, text: bytes, retries: int | None, tag: str
+) -> dict[str, Callable[[], object]]:
+    c_tiny = openai_client(tiny, retries=retries)
+    c_tool = openai_client(tool, retries=retries)
+    c_text = openai_client(text, retries=retries)
+    return {
+        f"ours tiny {tag}": ours(session, c_tiny, CHAT, TINY),
+        f"raw tiny {tag}": raw_chat(c_tiny),
+        f"ours tool {tag}": ours(session, c_tool, CHAT, TOOL10),
+        f"sdk tool {tag}": sdk_chat(c_tool, TOOL10),
+        f"ours text {tag}": ours(session, c_text, CHAT, TEXT30),
+        f"sdk text {tag}": sdk_chat(c_text, TEXT30),
+    }
+
+
 def chat_rows(rounds: int, batch: int) -> None:
-    wire = ChatWire()
-    tiny, _ = render(wire, "chat", "/v1/chat/completions", CHAT, TINY)
-    tool, tool_frames = render(wire, "chat", "/v1/chat/completions", CHAT, TOOL10)
-    text, text_frames = render(wire, "chat", "/v1/chat/completions", CHAT, TEXT30)
+    (tiny, _), (tool, tool_frames), (text, text_frames) = chat_bodies()
     session = fsm_agent.Session()
     contenders: dict[str, Callable[[], object]] = {}
     for retries, tag in ((0, "max_retries=0"), (None, "defaults")):
-        c_tiny = openai_client(tiny, retries=retries)
-        c_tool = openai_client(tool, retries=retries)
-        c_text = openai_client(text, retries=retries)
-        contenders[f"ours tiny {tag}"] = ours(session, c_tiny, CHAT, TINY)
-        contenders[f"raw tiny {tag}"] = raw_chat(c_tiny)
-        contenders[f"ours tool {tag}"] = ours(session, c_tool, CHAT, TOOL10)
-        contenders[f"sdk tool {tag}"] = sdk_chat(c_tool, TOOL10)
-        contenders[f"ours text {tag}"] = ours(session, c_text, CHAT, TEXT30)
-        contenders[f"sdk text {tag}"] = sdk_chat(c_text, TEXT30)
+        contenders.update(chat_contenders(session, tiny, tool, text, retries, tag))
     s = interleaved(contenders, rounds, batch)
     for tag in ("max_retries=0", "defaults"):
         a, b = s[f"ours tiny {tag}"], s[f"raw tiny {tag}"]
@@ -277,15 +302,23 @@ def chat_rows(rounds: int, batch: int) -> None:
     )
 
 
+def anthropic_contenders(
+    session: fsm_agent.Session, body: bytes, retries: int | None, tag: str
+) -> dict[str, Callable[[], object]]:
+    client = anthropic_client(body, retries=retries)
+    return {
+        f"ours {tag}": ours(session, client, ANTHROPIC, TOOL10),
+        f"raw {tag}": raw_anthropic(client),
+        f"helper {tag}": helper_anthropic(client, TOOL10),
+    }
+
+
 def anthropic_rows(rounds: int, batch: int) -> None:
     body, frames = render(AnthropicWire(), "anthropic", "/v1/messages", ANTHROPIC, TOOL10)
     session = fsm_agent.Session()
     contenders: dict[str, Callable[[], object]] = {}
     for retries, tag in ((0, "max_retries=0"), (None, "defaults")):
-        client = anthropic_client(body, retries=retries)
-        contenders[f"ours {tag}"] = ours(session, client, ANTHROPIC, TOOL10)
-        contenders[f"raw {tag}"] = raw_anthropic(client)
-        contenders[f"helper {tag}"] = helper_anthropic(client, TOOL10)
+        contenders.update(anthropic_contenders(session, body, retries, tag))
     s = interleaved(contenders, rounds, batch)
     for tag in ("max_retries=0", "defaults"):
         row(
@@ -305,14 +338,22 @@ def anthropic_rows(rounds: int, batch: int) -> None:
     )
 
 
+def responses_contenders(
+    session: fsm_agent.Session, body: bytes, retries: int | None, tag: str
+) -> dict[str, Callable[[], object]]:
+    client = openai_client(body, retries=retries)
+    return {
+        f"ours {tag}": ours(session, client, RESPONSES, TOOL10),
+        f"sdk {tag}": sdk_responses(client, TOOL10),
+    }
+
+
 def responses_rows(rounds: int, batch: int) -> None:
     body, frames = render(ResponsesWire(), "responses", "/v1/responses", RESPONSES, TOOL10)
     session = fsm_agent.Session()
     contenders: dict[str, Callable[[], object]] = {}
     for retries, tag in ((0, "max_retries=0"), (None, "defaults")):
-        client = openai_client(body, retries=retries)
-        contenders[f"ours {tag}"] = ours(session, client, RESPONSES, TOOL10)
-        contenders[f"sdk {tag}"] = sdk_responses(client, TOOL10)
+        contenders.update(responses_contenders(session, body, retries, tag))
     s = interleaved(contenders, rounds, batch)
     for tag in ("max_retries=0", "defaults"):
         row(
@@ -333,50 +374,64 @@ with Emulator(default=scenario) as emu:
 """
 
 
-def bedrock_rows(rounds: int, batch: int) -> None:
-    import boto3
-    import botocore.config
-
+@contextlib.contextmanager
+def bedrock_emulator() -> Iterator[str]:
+    """The emulator's Bedrock endpoint, served by a child process (its CPU is not ours)."""
     child = subprocess.Popen(
         [sys.executable, "-c", _BEDROCK_EMULATOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert child.stdout is not None
-        url = child.stdout.readline().strip()
-        session = fsm_agent.Session()
-        contenders: dict[str, Callable[[], object]] = {}
-        for config, tag in (({"retries": {"max_attempts": 1}}, "one attempt"), ({}, "defaults")):
-            client = boto3.client(
-                "bedrock-runtime",
-                endpoint_url=url,
-                region_name="us-east-1",
-                aws_access_key_id="x",
-                aws_secret_access_key="x",
-                config=botocore.config.Config(**config),
-            )
-
-            def loop(client: Any = client) -> None:
-                got: list[str] = []
-                for item in client.converse_stream(**BEDROCK)["stream"]:
-                    delta = item.get("contentBlockDelta")
-                    if delta is not None and "toolUse" in delta["delta"]:
-                        got.append(delta["delta"]["toolUse"]["input"])
-                check("".join(got) == ARGS, "boto3 event loop")
-
-            contenders[f"ours {tag}"] = ours(session, client, BEDROCK, TOOL10)
-            contenders[f"boto3 {tag}"] = loop
-        s = interleaved(contenders, rounds, max(2, batch // 4))
-        for tag in ("one attempt", "defaults"):
-            row(
-                f"Bedrock, tool call (emulator, loopback), / boto3 event loop ({tag})",
-                ratio(s[f"ours {tag}"], s[f"boto3 {tag}"]),
-                "<= 1.0",
-            )
-        print(f"      (ours {s['ours one attempt'].us()}, boto3 {s['boto3 one attempt'].us()})")
+        yield child.stdout.readline().strip()
     finally:
         if child.stdin is not None:
             child.stdin.close()
         child.wait(10)
+
+
+def bedrock_contenders(
+    session: fsm_agent.Session, url: str, config: dict[str, Any], tag: str
+) -> dict[str, Callable[[], object]]:
+    import boto3
+    import botocore.config
+
+    client = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="x",
+        aws_secret_access_key="x",
+        config=botocore.config.Config(**config),
+    )
+
+    def loop() -> None:
+        got: list[str] = []
+        for item in client.converse_stream(**BEDROCK)["stream"]:
+            delta = item.get("contentBlockDelta")
+            if delta is not None and "toolUse" in delta["delta"]:
+                got.append(delta["delta"]["toolUse"]["input"])
+        check("".join(got) == ARGS, "boto3 event loop")
+
+    return {f"ours {tag}": ours(session, client, BEDROCK, TOOL10), f"boto3 {tag}": loop}
+
+
+BEDROCK_CONFIGS = (({"retries": {"max_attempts": 1}}, "one attempt"), ({}, "defaults"))
+
+
+def bedrock_rows(rounds: int, batch: int) -> None:
+    with bedrock_emulator() as url:
+        session = fsm_agent.Session()
+        contenders: dict[str, Callable[[], object]] = {}
+        for config, tag in BEDROCK_CONFIGS:
+            contenders.update(bedrock_contenders(session, url, config, tag))
+        s = interleaved(contenders, rounds, max(2, batch // 4))
+    for tag in ("one attempt", "defaults"):
+        row(
+            f"Bedrock, tool call (emulator, loopback), / boto3 event loop ({tag})",
+            ratio(s[f"ours {tag}"], s[f"boto3 {tag}"]),
+            "<= 1.0",
+        )
+    print(f"      (ours {s['ours one attempt'].us()}, boto3 {s['boto3 one attempt'].us()})")
 
 
 def cyclic_per_call(run: Callable[[], object], count: int = 200) -> float:
@@ -468,31 +523,40 @@ def timer_row() -> None:
     row(f"watchdog timer thread's switches per request ({count} sync requests)", figure, "<= 0.01")
 
 
+PER_EVENT = Scenario(steps=(Text("w " * 5000, chunk_size=2),))
+PER_EVENT_APIS = {
+    "Chat": (ChatWire, "chat", "/v1/chat/completions", CHAT),
+    "Responses": (ResponsesWire, "responses", "/v1/responses", RESPONSES),
+}
+
+
+def per_event_contenders(
+    name: str, scenario: Scenario = PER_EVENT
+) -> tuple[dict[str, Callable[[], object]], int]:
+    """fsm_agent's whole request, one SSE event per read, and the floor over the same reads:
+    splitting each read into its blocks, as it comes, and `json.loads` of each block's data (the
+    least a reader of these reads must do; the split is timed too, as the row's label says)."""
+    wire, api, path, params = PER_EVENT_APIS[name]
+    body, frames = render(wire(), api, path, params, scenario)
+    client = openai_client(body, retries=0, per_read="event")
+    reads = pieces(body, "event")
+    check(len(reads) > len(scenario.text) // 5, "body")
+
+    def floor() -> None:
+        for read in reads:
+            for block in read.split(b"\n\n"):
+                if block and block != b"data: [DONE]":
+                    json.loads(block[block.index(b"data: ") + 6 :])
+
+    return {"ours": ours(fsm_agent.Session(), client, params, scenario), "floor": floor}, frames
+
+
 def per_event_row(rounds: int) -> None:
     """Chat and Responses, one SSE event per read (as a socket usually gives a streamed answer):
-    the whole request through fsm_agent, per event, against splitting the same body into blocks
-    and `json.loads` of each block's data (the floor)."""
-    scenario = Scenario(steps=(Text("w " * 5000, chunk_size=2),))
-    for name, wire, api, path, params in (
-        ("Chat", ChatWire(), "chat", "/v1/chat/completions", CHAT),
-        ("Responses", ResponsesWire(), "responses", "/v1/responses", RESPONSES),
-    ):
-        body, frames = render(wire, api, path, params, scenario)
-        client = openai_client(body, retries=0, per_read="event")
-        session = fsm_agent.Session()
-        run = ours(session, client, params, scenario)
-        reads = pieces(body, "event")
-
-        def floor(reads: list[bytes] = reads) -> None:
-            # The least a reader of these reads must do: split each into its blocks, as it comes,
-            # and decode each block's data (the split is timed too, as the row's label says).
-            for read in reads:
-                for block in read.split(b"\n\n"):
-                    if block and block != b"data: [DONE]":
-                        json.loads(block[block.index(b"data: ") + 6 :])
-
-        check(len(reads) > 4000, "body")
-        s = interleaved({"ours": run, "floor": floor}, rounds, 1)
+    the whole request through fsm_agent, per event, against the floor."""
+    for name in PER_EVENT_APIS:
+        contenders, frames = per_event_contenders(name)
+        s = interleaved(contenders, rounds, 1)
         row(
             f"per event, {name}, one event per read ({frames} frames), / floor",
             ratio(s["ours"], s["floor"]),
@@ -632,12 +696,218 @@ print(time.perf_counter() - t)
 """
 
 
+# -- counted (--instructions) -------------------------------------------------------------------------
+# A group: (its contenders as a context manager yields them, the calls counted per run, the rows
+# as (label, fsm_agent's contender, the other, goal, events per call or 0 for a ratio per call)).
+Rows = list[tuple[str, str, str, str, int]]
+
+
+@contextlib.contextmanager
+def counted_group(group: str) -> Iterator[tuple[dict[str, Callable[[], object]], int, Rows]]:
+    session = fsm_agent.Session()
+    if group == "chat":
+        (tiny, _), (tool, tool_frames), (text, text_frames) = chat_bodies()
+        tag = "max_retries=0"
+        contenders = chat_contenders(session, tiny, tool, text, 0, tag)
+        yield (
+            {k: v for k, v in contenders.items() if "tiny" not in k},
+            40,
+            [
+                (
+                    f"Chat, {tool_frames}-frame tool call, / bare openai SDK",
+                    f"ours tool {tag}",
+                    f"sdk tool {tag}",
+                    "<= 0.85",
+                    0,
+                ),
+                (
+                    f"Chat, {text_frames}-frame text (30 chunks), / bare SDK",
+                    f"ours text {tag}",
+                    f"sdk text {tag}",
+                    "<= 0.45",
+                    0,
+                ),
+            ],
+        )
+    elif group == "anthropic":
+        body, frames = render(AnthropicWire(), "anthropic", "/v1/messages", ANTHROPIC, TOOL10)
+        contenders = anthropic_contenders(session, body, 0, "max_retries=0")
+        del contenders["raw max_retries=0"]  # its row is retired
+        yield (
+            contenders,
+            40,
+            [
+                (
+                    f"Anthropic, {frames}-frame tool call, / messages.stream()",
+                    "ours max_retries=0",
+                    "helper max_retries=0",
+                    "<= 0.7",
+                    0,
+                )
+            ],
+        )
+    elif group == "responses":
+        body, frames = render(ResponsesWire(), "responses", "/v1/responses", RESPONSES, TOOL10)
+        yield (
+            responses_contenders(session, body, 0, "max_retries=0"),
+            40,
+            [
+                (
+                    f"Responses, {frames}-frame tool call, / bare SDK",
+                    "ours max_retries=0",
+                    "sdk max_retries=0",
+                    "<= 0.85",
+                    0,
+                )
+            ],
+        )
+    elif group == "bedrock":
+        with bedrock_emulator() as url:
+            config, tag = BEDROCK_CONFIGS[0]
+            yield (
+                bedrock_contenders(session, url, config, tag),
+                20,
+                [
+                    (
+                        "Bedrock, tool call (emulator, loopback), / boto3 event loop",
+                        f"ours {tag}",
+                        f"boto3 {tag}",
+                        "<= 1.0",
+                        0,
+                    )
+                ],
+            )
+    else:  # "per event Chat", "per event Responses"
+        name = group.removeprefix("per event ")
+        contenders, frames = per_event_contenders(name)
+        yield (
+            contenders,
+            1,
+            [
+                (
+                    f"per event, {name}, one event per read ({frames} frames), / floor",
+                    "ours",
+                    "floor",
+                    "<= 2.0",
+                    frames,
+                )
+            ],
+        )
+
+
+COUNTED_GROUPS = ("chat", "anthropic", "responses", "bedrock", "per event Chat", "per event Responses")
+
+
+def counted_child(group: str) -> None:
+    """The child of a counted group (under callgrind, instrumenting nothing at first): every
+    contender warmed up alike, then, each time the parent says go, one segment: nothing (the
+    handshake's own cost, taken from the others), then each contender called the group's count
+    of times. The parent dumps callgrind's counts at the end of each segment."""
+    with counted_group(group) as (contenders, calls, _):
+        for fn in contenders.values():
+            for _ in range(3):
+                fn()
+        print("ready", flush=True)
+        sys.stdin.readline()
+        for name, fn in [("", lambda: None), *contenders.items()]:
+            for _ in range(calls if name else 0):
+                fn()
+            print(f"done {name}", flush=True)
+            sys.stdin.readline()
+
+
+def _count_group(group: str) -> dict[str, float]:
+    """Instructions a call of each contender of `group`: one fresh interpreter under callgrind
+    (the hash seed fixed), instrumented only from the end of the warm-up, its counts dumped at the
+    end of each segment (`callgrind_control`); a segment's count less the empty segment's, over
+    the calls."""
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    code = (
+        f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]; import bench_short; "
+        f"bench_short.counted_child({group!r})"
+    )
+    with counted_group(group) as (contenders, calls, _):
+        names = ["", *contenders]
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "callgrind.out"
+        command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+        child = subprocess.Popen(
+            [*command, sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert child.stdin is not None and child.stdout is not None
+
+        def control(*args: str) -> None:
+            subprocess.run(["callgrind_control", *args, str(child.pid)], check=True, capture_output=True)
+
+        try:
+            check(child.stdout.readline().strip() == "ready", f"{group}: the counted child did not start")
+            control("--instr=on")
+            control("--zero")
+            for name in names:
+                child.stdin.write("\n")
+                child.stdin.flush()
+                check(child.stdout.readline().strip() == f"done {name}".strip(), f"{group}: segment {name!r}")
+                control("--dump")
+            _, errors = child.communicate("\n", timeout=600)
+        except BaseException:
+            child.kill()
+            child.communicate()
+            raise
+        check(child.returncode == 0, f"{group}: the counted child failed: {errors[-600:]}")
+        totals = []
+        for index in range(1, len(names) + 1):
+            lines = Path(f"{out}.{index}").read_text().splitlines()
+            totals.append(int(next(line for line in lines if line.startswith("totals:")).split()[1]))
+    empty = totals[0]
+    return {name: (total - empty) / calls for name, total in zip(names[1:], totals[1:], strict=True)}
+
+
+def counted_rows(groups: list[str]) -> None:
+    """`--instructions`: each row's contenders counted in instructions (callgrind), which a
+    loaded host does not change. For the rows a few per cent from their lines, decided by a
+    count instead of a clock."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
+        counts = dict(zip(groups, pool.map(_count_group, groups), strict=True))
+    print("instructions a call (callgrind, from the end of the warm-up; ratios: fsm_agent / contender)")
+    for group in groups:
+        with counted_group(group) as (_, _, rows):
+            pass
+        for label, mine, theirs, goal, events in rows:
+            a, b = counts[group][mine], counts[group][theirs]
+            unit = (
+                f"{a / events:,.0f} / {b / events:,.0f} an event"
+                if events
+                else f"{a / 1e6:.2f} M / {b / 1e6:.2f} M"
+            )
+            row(f"{label} (instructions)", f"{a / b:5.3f} ({unit})", goal)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batch", type=int, default=40, help="requests per contender per round")
     parser.add_argument("--quick", action="store_true", help="skip the 500-stream RSS row")
+    parser.add_argument(
+        "--instructions",
+        nargs="*",
+        metavar="GROUP",
+        choices=COUNTED_GROUPS,
+        help="count instructions under valgrind instead of timing (the groups named, or all): "
+        + ", ".join(COUNTED_GROUPS),
+    )
     opts = parser.parse_args()
+    if opts.instructions is not None:
+        if shutil.which("valgrind") is None:
+            raise SystemExit("--instructions counts with valgrind's callgrind, which is not installed")
+        counted_rows(opts.instructions or list(COUNTED_GROUPS))
+        return
     rounds = max(5, opts.rounds)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"medians of {rounds} interleaved rounds [min..max over the rounds]; ratios: fsm_agent / contender")
