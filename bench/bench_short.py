@@ -816,7 +816,7 @@ def counted_child(group: str) -> None:
             sys.stdin.readline()
 
 
-def _count_group(group: str) -> dict[str, float]:
+def _count_group(group: str) -> tuple[dict[str, float], Rows]:
     """Instructions a call of each contender of `group`: one fresh interpreter under callgrind
     (the hash seed fixed), instrumented only from the end of the warm-up, its counts dumped at the
     end of each segment (`callgrind_control`); a segment's count less the empty segment's, over
@@ -826,7 +826,7 @@ def _count_group(group: str) -> dict[str, float]:
         f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]; import bench_short; "
         f"bench_short.counted_child({group!r})"
     )
-    with counted_group(group) as (contenders, calls, _):
+    with counted_group(group) as (contenders, calls, rows):
         names = ["", *contenders]
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
@@ -864,7 +864,7 @@ def _count_group(group: str) -> dict[str, float]:
             lines = Path(f"{out}.{index}").read_text().splitlines()
             totals.append(int(next(line for line in lines if line.startswith("totals:")).split()[1]))
     empty = totals[0]
-    return {name: (total - empty) / calls for name, total in zip(names[1:], totals[1:], strict=True)}
+    return {name: (total - empty) / calls for name, total in zip(names[1:], totals[1:], strict=True)}, rows
 
 
 def counted_rows(groups: list[str]) -> None:
@@ -877,10 +877,9 @@ def counted_rows(groups: list[str]) -> None:
         counts = dict(zip(groups, pool.map(_count_group, groups), strict=True))
     print("instructions a call (callgrind, from the end of the warm-up; ratios: fsm_agent / contender)")
     for group in groups:
-        with counted_group(group) as (_, _, rows):
-            pass
+        per_call, rows = counts[group]
         for label, mine, theirs, goal, events in rows:
-            a, b = counts[group][mine], counts[group][theirs]
+            a, b = per_call[mine], per_call[theirs]
             unit = (
                 f"{a / events:,.0f} / {b / events:,.0f} an event"
                 if events
